@@ -1,0 +1,1 @@
+"""Operating the platform: the local Kafka broker, topics, settings and the root CLI."""

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Sets up everything rewardstream needs on a fresh machine, then runs one job:
+#   bash infra/bootstrap.sh demo [ARGS...]   the closed-loop demo on a local broker
+#   bash infra/bootstrap.sh test [ARGS...]   the test suite against a real local broker
+#   bash infra/bootstrap.sh env              only set up; prints how to activate the venv
+# Dependencies install once into a virtualenv cached outside the checkout, keyed by a hash of
+# infra/requirements.lock and the Python version, so repeat runs never reinstall torch. The
+# checkout gets a thin .venv that layers the project (editable) on top of that cache.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+job=${1:-env}
+shift || true
+cache=${REWARDSTREAM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rewardstream}
+python=${PYTHON:-python3}
+
+lock="$root/infra/requirements.lock"
+key=$( (cat "$lock"; "$python" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
+deps="$cache/deps-$key"
+
+if [ ! -f "$deps/.complete" ]; then
+  echo "==> installing dependencies into $deps (once per requirements.lock)"
+  rm -rf "$deps"
+  "$python" -m venv "$deps"
+  "$deps/bin/python" -m pip install --quiet --upgrade pip
+  "$deps/bin/python" -m pip install --quiet --progress-bar off -r "$lock"
+  touch "$deps/.complete"
+fi
+
+venv="$root/.venv"
+purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.deps" 2>/dev/null)" != "$deps" ]; then
+  rm -rf "$venv"
+  "$python" -m venv --without-pip "$venv"
+  purelib "$deps/bin/python" > "$(purelib "$venv/bin/python")/rewardstream-deps.pth"
+  echo "$deps" > "$venv/.deps"
+fi
+if [ ! -x "$venv/bin/rewardstream" ] || [ "$root/pyproject.toml" -nt "$venv/bin/rewardstream" ]; then
+  "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$root"
+fi
+export PATH="$venv/bin:$PATH"
+
+case "$job" in
+  env)
+    echo "ready: source $venv/bin/activate  (or run $venv/bin/rewardstream --help)"
+    ;;
+  demo)
+    exec rewardstream demo "$@"
+    ;;
+  test)
+    rewardstream kafka start || { [ "${CI:-}" = "true" ] && exit 1; echo "continuing without a broker: Kafka tests will be skipped"; }
+    trap 'rewardstream kafka stop >/dev/null 2>&1 || true' EXIT
+    cd "$root"
+    python -m pytest "$@"
+    ;;
+  *)
+    echo "usage: bash infra/bootstrap.sh {demo|test|env} [ARGS...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,52 @@
+"""The ``rewardstream`` command: one entry point whose groups each package contributes.
+
+Each package's ``cli`` module exposes ``register(app)`` and keeps heavy imports (torch, faust,
+FastAPI) inside its command bodies, so ``rewardstream --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from schemas.errors import RewardstreamError
+
+__all__ = ["app", "main"]
+
+# The packages that contribute commands, in the order their groups appear in --help.
+_COMMAND_MODULES = (
+    "infra.ops_cli",
+    "schemas.cli",
+    "harness.cli",
+)
+
+app = typer.Typer(
+    name="rewardstream",
+    help=(
+        "Event-sourced reward signals, monitors and a gated trainer for real-time RL of a coding "
+        "agent.\n\nStart here: `rewardstream kafka start`, `rewardstream topics create`, then "
+        "`rewardstream demo`. Every command reads REWARDSTREAM_* environment variables "
+        "(REWARDSTREAM_KAFKA_PORT, REWARDSTREAM_TOPIC_PREFIX, REWARDSTREAM_BOOTSTRAP_SERVERS, ...)."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+for _module in _COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main() -> None:
+    """Run the CLI; expected failures print one line and exit 1 instead of a stack trace."""
+    try:
+        app()
+    except RewardstreamError as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
