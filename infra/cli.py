@@ -20,6 +20,8 @@ _COMMAND_MODULES = (
     "infra.ops_cli",
     "schemas.cli",
     "harness.cli",
+    "serving.cli",
+    "bench.cli",
 )
 
 app = typer.Typer(

@@ -1,0 +1,1 @@
+"""Network services (FastAPI): ingest API, model gateway, monitoring console."""
