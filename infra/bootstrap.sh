@@ -36,7 +36,9 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.deps" 2>/dev/null)" != "$deps
   echo "$deps" > "$venv/.deps"
 fi
 if [ ! -x "$venv/bin/rewardstream" ] || [ "$root/pyproject.toml" -nt "$venv/bin/rewardstream" ]; then
-  "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation -e "$root"
+  # compat mode puts the checkout itself on sys.path, so new packages need no reinstall.
+  "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation \
+    --config-settings editable_mode=compat -e "$root"
 fi
 export PATH="$venv/bin:$PATH"
 
