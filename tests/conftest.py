@@ -39,3 +39,18 @@ def kafka(kafka_settings: Settings) -> Iterator[Settings]:
     settings = replace(kafka_settings, topic_prefix=f"t{uuid.uuid4().hex[:10]}.")
     create_topics(settings)
     yield settings
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny Llama-architecture causal LM and its tokenizer, built locally from a config."""
+    from harness.policy.tiny import build_tiny_model, build_tokenizer
+
+    corpus = [
+        "def add(a, b):\n    return a + b\n",
+        '<tool>read_file {"path": "src/app.py"}</tool>',
+        '<tool>edit_file {"path": "src/app.py", "search": "a - b", "replace": "a + b"}</tool>',
+        "The tests pass now. I kept the change small.",
+    ] * 8
+    tokenizer = build_tokenizer(corpus, vocab_size=300)
+    return build_tiny_model(tokenizer, tmp_path_factory.mktemp("tiny-model"))

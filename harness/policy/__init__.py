@@ -1,0 +1,1 @@
+"""The tiny policy: a tokenizer and a few-million-parameter causal LM built from a config."""

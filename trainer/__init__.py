@@ -1,0 +1,1 @@
+"""The trainer: reward-batch consumer, policy-gradient update, checkpoints, gate and registry."""
