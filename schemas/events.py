@@ -249,6 +249,8 @@ def parse_event(raw: bytes | str) -> Event:
 def first_error(error: ValidationError) -> tuple[str, str]:
     """The (field path, reason) of a validation error's first problem, for per-event answers."""
     detail: dict[str, Any] = error.errors(include_url=False)[0]
+    if detail["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        return "type", detail["msg"]
     path = ".".join(str(part) for part in detail["loc"])
     # The discriminated union puts the type tag first in the path; the field is what matters.
     for event_type in EVENT_TYPES:
