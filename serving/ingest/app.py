@@ -97,7 +97,8 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await log.start()
         since_ms = int((time.time() - config.dedupe_window_s) * 1000)
-        service.remember(await read_recent_ids(settings.bootstrap_servers, log.raw_topic, since_ms))
+        service.remember(await read_recent_ids(
+            settings.bootstrap_servers, log.raw_topic, await log.raw_partitions(), since_ms))
         state["ready"] = True
         try:
             yield

@@ -47,6 +47,9 @@ class EventLog:
         await self._producer.partitions_for(self.raw_topic)
         await self._producer.partitions_for(self.deadletter_topic)
 
+    async def raw_partitions(self) -> set[int]:
+        return set(await self.producer.partitions_for(self.raw_topic))
+
     async def stop(self) -> None:
         if self._producer is not None:
             await self._producer.stop()
@@ -95,15 +98,13 @@ def _event_id(value: bytes) -> UUID | None:
 
 
 async def read_recent_ids(
-    bootstrap_servers: str, topic: str, since_ms: int,
+    bootstrap_servers: str, topic: str, partitions: set[int], since_ms: int,
 ) -> list[tuple[UUID, float]]:
     """(event_id, append time in s) of every record appended to ``topic`` since ``since_ms``."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                                 client_id="rewardstream-ingest-dedupe")
     await consumer.start()
     try:
-        await consumer.topics()  # refreshes cluster metadata
-        partitions = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         starts = await consumer.offsets_for_times({tp: since_ms for tp in tps})

@@ -31,11 +31,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def ingest_config(**overrides: object) -> IngestConfig:
+def ingest_config(rate_per_s: float = 1e6, burst: float = 1e6, **overrides: object) -> IngestConfig:
     keys = KeyRing([
-        ApiKey("all", hash_key(TEST_KEY), "org-test", frozenset({"*"}), 1e6, 1e6),
+        ApiKey("all", hash_key(TEST_KEY), "org-test", frozenset({"*"}), rate_per_s, burst),
         ApiKey("edits", hash_key(EDIT_ONLY_KEY), "org-test",
-               frozenset({"edit.proposed", "edit.decided"}), 1e6, 1e6),
+               frozenset({"edit.proposed", "edit.decided"}), rate_per_s, burst),
     ])
     config = IngestConfig(keys=keys, pseudonym_secret=b"test-secret-0123456789")
     return replace(config, **overrides)  # type: ignore[arg-type]
