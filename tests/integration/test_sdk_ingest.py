@@ -106,6 +106,7 @@ def test_broker_outage_gives_503s_and_every_event_lands_once(tmp_path: Path) -> 
             assert _count_503(server.url) > 0
             broker.start(private)
             assert tel.close(timeout_s=120)
+            assert tel.stats().retries > 0
         sent = sorted(i for group in ids for i in group)
         assert sorted(_raw_ids(private)) == sent  # each exactly once
     finally:
