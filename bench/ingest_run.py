@@ -108,7 +108,9 @@ def _http_path(url: str, key: str, bodies: list[bytes], clients: int) -> tuple[f
     return elapsed_s, latencies_s
 
 
-def _bare_producer(settings: Settings, events: list[tuple[bytes, bytes]]) -> tuple[float, list[float]]:
+def _bare_producer(
+    settings: Settings, events: list[tuple[bytes, bytes]],
+) -> tuple[float, list[float]]:
     topic = topic_name(settings.topic_prefix, "events.raw")
     producer = KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all",
                              enable_idempotence=True, batch_size=512 * 1024, linger_ms=2)

@@ -11,26 +11,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from uuid import UUID
 
-from schemas.events import (
-    ClarificationAsked,
-    ClarificationAskedPayload,
-    CompletionServed,
-    CompletionServedPayload,
-    EditDecided,
-    EditDecidedPayload,
-    EditPersistence,
-    EditPersistencePayload,
-    EditProposed,
-    EditProposedPayload,
-    Event,
-    FollowupSent,
-    FollowupSentPayload,
-    SamplingParams,
-    ToolCalled,
-    ToolCalledPayload,
-    TrajectoryEnded,
-    TrajectoryEndedPayload,
-)
+from schemas import events as ev
 from schemas.ids import uuid7
 
 __all__ = ["EventConstructors", "Trajectory"]
@@ -50,7 +31,7 @@ class Trajectory:
 class EventConstructors:
     """Mixed into the client, which supplies :meth:`emit`."""
 
-    def emit(self, event: Event) -> bool:
+    def emit(self, event: ev.Event) -> bool:
         raise NotImplementedError
 
     def _new(self, model: type, trajectory: Trajectory, payload: object,
@@ -66,64 +47,65 @@ class EventConstructors:
         self, trajectory: Trajectory, *, completion_id: str, model: str,
         prompt_token_ids: Sequence[int], completion_token_ids: Sequence[int],
         behaviour_logprobs: Sequence[float], ttft_ms: float, latency_ms: float,
-        sampling: SamplingParams | None = None, finish_reason: str = "stop",
+        sampling: ev.SamplingParams | None = None, finish_reason: str = "stop",
         occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = CompletionServedPayload(
+        payload = ev.CompletionServedPayload(
             completion_id=completion_id, model=model, prompt_token_ids=list(prompt_token_ids),
             completion_token_ids=list(completion_token_ids),
-            behaviour_logprobs=list(behaviour_logprobs), sampling=sampling or SamplingParams(),
+            behaviour_logprobs=list(behaviour_logprobs), sampling=sampling or ev.SamplingParams(),
             ttft_ms=ttft_ms, latency_ms=latency_ms, finish_reason=finish_reason)
-        return self._new(CompletionServed, trajectory, payload, occurred_at)
+        return self._new(ev.CompletionServed, trajectory, payload, occurred_at)
 
     def tool_called(
         self, trajectory: Trajectory, *, call_id: str, tool: str, valid: bool,
         error_kind: str | None = None, duration_ms: float = 0.0,
         parallel_group: int | None = None, occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = ToolCalledPayload(call_id=call_id, tool=tool, valid=valid, error_kind=error_kind,
-                                    duration_ms=duration_ms, parallel_group=parallel_group)
-        return self._new(ToolCalled, trajectory, payload, occurred_at)
+        payload = ev.ToolCalledPayload(
+            call_id=call_id, tool=tool, valid=valid, error_kind=error_kind,
+            duration_ms=duration_ms, parallel_group=parallel_group)
+        return self._new(ev.ToolCalled, trajectory, payload, occurred_at)
 
     def edit_proposed(
         self, trajectory: Trajectory, *, edit_id: str, path: str, lines_added: int = 0,
         lines_removed: int = 0, occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = EditProposedPayload(edit_id=edit_id, path=path, lines_added=lines_added,
+        payload = ev.EditProposedPayload(edit_id=edit_id, path=path, lines_added=lines_added,
                                       lines_removed=lines_removed)
-        return self._new(EditProposed, trajectory, payload, occurred_at)
+        return self._new(ev.EditProposed, trajectory, payload, occurred_at)
 
     def edit_decided(
         self, trajectory: Trajectory, *, edit_id: str, decision: str,
         occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = EditDecidedPayload(edit_id=edit_id, decision=decision)
-        return self._new(EditDecided, trajectory, payload, occurred_at)
+        payload = ev.EditDecidedPayload(edit_id=edit_id, decision=decision)
+        return self._new(ev.EditDecided, trajectory, payload, occurred_at)
 
     def edit_persistence(
         self, trajectory: Trajectory, *, edit_id: str, horizon_s: int, surviving_fraction: float,
         occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = EditPersistencePayload(edit_id=edit_id, horizon_s=horizon_s,
+        payload = ev.EditPersistencePayload(edit_id=edit_id, horizon_s=horizon_s,
                                          surviving_fraction=surviving_fraction)
-        return self._new(EditPersistence, trajectory, payload, occurred_at)
+        return self._new(ev.EditPersistence, trajectory, payload, occurred_at)
 
     def followup_sent(
         self, trajectory: Trajectory, *, sentiment: str, occurred_at: datetime | None = None,
     ) -> UUID:
-        return self._new(FollowupSent, trajectory, FollowupSentPayload(sentiment=sentiment),
+        return self._new(ev.FollowupSent, trajectory, ev.FollowupSentPayload(sentiment=sentiment),
                          occurred_at)
 
     def clarification_asked(
         self, trajectory: Trajectory, *, request_ambiguity: float | None = None,
         occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = ClarificationAskedPayload(request_ambiguity=request_ambiguity)
-        return self._new(ClarificationAsked, trajectory, payload, occurred_at)
+        payload = ev.ClarificationAskedPayload(request_ambiguity=request_ambiguity)
+        return self._new(ev.ClarificationAsked, trajectory, payload, occurred_at)
 
     def trajectory_ended(
         self, trajectory: Trajectory, *, outcome: str, turns: int, task_family: str = "default",
         occurred_at: datetime | None = None,
     ) -> UUID:
-        payload = TrajectoryEndedPayload(outcome=outcome, turns=turns, task_family=task_family)
-        return self._new(TrajectoryEnded, trajectory, payload, occurred_at)
+        payload = ev.TrajectoryEndedPayload(outcome=outcome, turns=turns, task_family=task_family)
+        return self._new(ev.TrajectoryEnded, trajectory, payload, occurred_at)

@@ -27,7 +27,9 @@ _COUNTERS = "counters.json"
 
 
 class DiskQueue:
-    def __init__(self, directory: Path, max_bytes: int, max_events: int, fsync: bool = False) -> None:
+    def __init__(
+        self, directory: Path, max_bytes: int, max_events: int, fsync: bool = False,
+    ) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
         self.max_events = max_events

@@ -77,7 +77,8 @@ class EventLog:
                 ("reason", event.reason.encode()), ("kind", event.kind.encode()),
                 ("field", (event.field or "").encode()), ("step", b"ingest.validate"),
                 ("time", received_at.isoformat().encode()), ("org_id", key.org_id.encode()),
-                ("api_key", key.name.encode()), ("original_bytes", str(len(event.original)).encode()),
+                ("api_key", key.name.encode()),
+                ("original_bytes", str(len(event.original)).encode()),
             ]
             futures.append(await self.producer.send(
                 self.deadletter_topic, event.original[:_DEADLETTER_MAX_BYTES], headers=headers,

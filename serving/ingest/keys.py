@@ -38,8 +38,8 @@ def new_key() -> str:
 def pseudonymise(secret: bytes, org_id: str, user: str) -> str:
     """A stable per-org pseudonym for ``user``: HMAC-SHA256, so it cannot be reversed or
     recomputed without the secret, and the same user in two orgs gets unrelated pseudonyms."""
-    digest = hmac.new(secret, f"{org_id}\x00{user}".encode(), hashlib.sha256).hexdigest()
-    return "u_" + digest[:32]
+    digest = hmac.digest(secret, f"{org_id}\x00{user}".encode(), "sha256")
+    return "u_" + digest[:16].hex()
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ class ApiKey:
                 )
             digest = str(entry["key_sha256"]).lower()
             if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-                raise IngestConfigError(f"{where}: key_sha256 must be 64 hex digits (sha256 of the key)")
+                raise IngestConfigError(
+                    f"{where}: key_sha256 must be 64 hex digits (the sha256 of the key)")
             return cls(
                 name=str(entry.get("name", f"key-{position}")), key_sha256=digest,
                 org_id=str(entry["org_id"]), event_types=types,

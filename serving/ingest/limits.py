@@ -51,7 +51,9 @@ class RateLimiter:
     def __init__(self) -> None:
         self._buckets: dict[str, TokenBucket] = {}
 
-    def take(self, key_id: str, rate_per_s: float, burst: float, cost: float, now_s: float) -> float:
+    def take(
+        self, key_id: str, rate_per_s: float, burst: float, cost: float, now_s: float,
+    ) -> float:
         bucket = self._buckets.get(key_id)
         if bucket is None:
             bucket = self._buckets[key_id] = TokenBucket(rate_per_s, burst, now_s)

@@ -31,7 +31,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def ingest_config(rate_per_s: float = 1e6, burst: float = 1e6, **overrides: object) -> IngestConfig:
+def ingest_config(
+    rate_per_s: float = 1e6, burst: float = 1e6, **overrides: object,
+) -> IngestConfig:
     keys = KeyRing([
         ApiKey("all", hash_key(TEST_KEY), "org-test", frozenset({"*"}), rate_per_s, burst),
         ApiKey("edits", hash_key(EDIT_ONLY_KEY), "org-test",
@@ -53,7 +55,9 @@ class IngestServer:
 
 
 @contextmanager
-def running_server(settings: Settings, config: IngestConfig | None = None) -> Iterator[IngestServer]:
+def running_server(
+    settings: Settings, config: IngestConfig | None = None,
+) -> Iterator[IngestServer]:
     port = free_port()
     app = create_app(config or ingest_config(), settings)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
