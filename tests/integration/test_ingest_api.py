@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
@@ -42,6 +43,17 @@ def test_n_posted_gives_n_on_the_log_and_a_repost_adds_none(kafka: Settings) -> 
     stored = json.loads(records[0].value)
     assert stored["org_id"] == "org-test" and stored["user"].startswith("u_")
     assert records[0].key == stored["trajectory_id"].encode()
+
+
+def test_concurrent_retries_of_one_batch_append_it_once(kafka: Settings) -> None:
+    events = _events(10)
+    body = b"\n".join(events)
+    with running_server(kafka) as server:
+        with ThreadPoolExecutor(4) as pool:
+            responses = list(pool.map(lambda _: server.post(body), range(4)))
+    assert [r.status_code for r in responses] == [200] * 4
+    assert sum(len(r.json()["accepted"]) for r in responses) == len(events)
+    assert len(read_topic(kafka, "events.raw")) == len(events)
 
 
 def test_dedupe_survives_a_restart_by_reading_back_the_log(kafka: Settings) -> None:

@@ -94,3 +94,21 @@ def test_oversize_batches_are_split_until_they_fit(tmp_path: Path) -> None:
         tel.edit_decided(TRAJ, edit_id=f"e{i}", decision="accepted")
     assert tel.close(timeout_s=10)
     assert sizes[0] == 5 and sum(n for n in sizes if n <= 2) == 5 and tel.stats().sent == 5
+
+
+def test_usable_from_asyncio(tmp_path: Path) -> None:
+    import asyncio
+
+    bodies: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        return httpx.Response(200, json={"accepted": ["x"], "duplicates": [], "rejected": []})
+
+    async def main() -> bool:
+        async with Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path,
+                             transport=httpx.MockTransport(answer)) as tel:
+            tel.trajectory_ended(TRAJ, outcome="aborted", turns=1)
+            return await tel.aflush(timeout_s=10)
+
+    assert asyncio.run(main()) and len(bodies) == 1

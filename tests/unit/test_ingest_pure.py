@@ -228,3 +228,31 @@ def test_pseudonyms_are_stable_keyed_and_per_org() -> None:
     assert pseudonymise(b"s" * 16, "a", "bob") == pseudonymise(b"s" * 16, "a", "bob")
     assert pseudonymise(b"s" * 16, "a", "bob") != pseudonymise(b"t" * 16, "a", "bob")
     assert pseudonymise(b"s" * 16, "a", "bob") != pseudonymise(b"s" * 16, "b", "bob")
+
+
+# -------------------------------------------------------------------------- config
+
+
+def test_config_from_environment() -> None:
+    from serving.ingest.config import load_ingest_config
+
+    keys = json.dumps([{"key_sha256": hash_key("k"), "org_id": "acme"}])
+    config = load_ingest_config({"REWARDSTREAM_INGEST_KEYS": keys,
+                                 "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": "s" * 16,
+                                 "REWARDSTREAM_INGEST_MAX_BATCH_EVENTS": "100"})
+    assert config.caps.max_batch_events == 100 and config.caps.max_event_bytes == 1 << 20
+    assert config.dedupe_window_s == 86_400 and len(config.keys) == 1
+
+
+@pytest.mark.parametrize("env, words", [
+    ({"REWARDSTREAM_INGEST_KEYS": "[]"}, "PSEUDONYM_SECRET"),
+    ({"REWARDSTREAM_INGEST_PSEUDONYM_SECRET": "s" * 16}, "no API keys"),
+    ({"REWARDSTREAM_INGEST_PSEUDONYM_SECRET": "s" * 16, "REWARDSTREAM_INGEST_KEYS": "[]",
+      "REWARDSTREAM_INGEST_ACK_TIMEOUT_S": "soon"}, "ACK_TIMEOUT_S"),
+])
+def test_config_errors_name_the_variable(env: dict[str, str], words: str) -> None:
+    from serving.ingest.config import load_ingest_config
+    from serving.ingest.errors import IngestConfigError
+
+    with pytest.raises(IngestConfigError, match=words):
+        load_ingest_config(env)
