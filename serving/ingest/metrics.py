@@ -1,0 +1,36 @@
+"""The ingest service's Prometheus metrics, in a registry of its own (one per app instance)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["IngestMetrics"]
+
+
+class IngestMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.accepted = Counter("rewardstream_ingest_events_accepted_total",
+                                "Events appended to events.raw and acknowledged", registry=r)
+        self.rejected = Counter("rewardstream_ingest_events_rejected_total",
+                                "Events rejected, by reason", ["reason"], registry=r)
+        self.duplicates = Counter("rewardstream_ingest_events_duplicate_total",
+                                  "Events answered as duplicates of an id already appended",
+                                  registry=r)
+        self.requests = Counter("rewardstream_ingest_requests_total",
+                                "Requests to POST /v1/events, by HTTP status", ["status"],
+                                registry=r)
+        self.latency = Histogram(
+            "rewardstream_ingest_request_seconds", "POST /v1/events latency, receipt to answer",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r)
+        self.kafka_errors = Counter("rewardstream_ingest_kafka_errors_total",
+                                    "Requests answered 503 because Kafka did not acknowledge",
+                                    registry=r)
+        self.dedupe_entries = Gauge("rewardstream_ingest_dedupe_entries",
+                                    "Event ids held in the dedupe window", registry=r)
+        self.dedupe_evicted_early = Gauge(
+            "rewardstream_ingest_dedupe_evicted_early",
+            "Ids evicted by the memory cap before the window ended (raise the cap if > 0)",
+            registry=r)
