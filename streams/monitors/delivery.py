@@ -7,7 +7,8 @@ after a crash; ``fingerprint`` + ``status`` + ``startsAt`` identify it). Like Pr
 re-sends every open, unsilenced alert to Alertmanager every ``resend_s`` with ``endsAt`` a few
 resend periods ahead, and a resolved alert once with its resolution time. Webhooks get
 Alertmanager's webhook JSON (version 4) on ``fired`` and ``resolved``. Silenced alerts are
-neither re-sent nor notified; in Alertmanager they lapse at their ``endsAt``.
+not notified; new silences are mirrored to Alertmanager's ``/api/v2/silences`` (lifting one
+there is done in Alertmanager), and a resolution always reaches Alertmanager.
 """
 
 from __future__ import annotations
@@ -126,15 +127,30 @@ class Deliverer:
         for base in self.targets.alertmanager_urls:
             post_with_retries(self.client, base.rstrip("/") + "/api/v2/alerts", body)
 
+    def _mirror_silence(self, event: AlertEvent, now: datetime) -> None:
+        assert event.silence is not None
+        silence = event.silence
+        body = {"matchers": [{"name": k, "value": v, "isRegex": False, "isEqual": True}
+                             for k, v in sorted(silence.matchers.items())],
+                "startsAt": _iso(now), "endsAt": _iso(silence.ends_at),
+                "createdBy": silence.created_by,
+                "comment": silence.comment or f"silenced in the rewardstream console ({silence.silence_id})"}
+        for base in self.targets.alertmanager_urls:
+            post_with_retries(self.client, base.rstrip("/") + "/api/v2/silences", body)
+
     def _notify(self, event: AlertEvent, now: datetime) -> None:
+        if event.kind == "silenced" and event.silence is not None:
+            self._mirror_silence(event, now)
         if event.kind not in ("fired", "resolved", "acknowledged") or event.fingerprint is None:
             return
         record = self.state.alerts.get(event.fingerprint)
-        if record is None or silenced_by(self.state, record.alert, now) is not None:
+        if record is None:
             return
-        self._push_alertmanager([record], now)
-        if event.kind == "acknowledged" or (event.kind == "fired" and record.duplicates):
-            return  # webhooks hear about firing and resolution only
+        silenced = silenced_by(self.state, record.alert, now) is not None
+        if event.kind == "resolved" or not silenced:
+            self._push_alertmanager([record], now)  # a resolution always ends it there
+        if silenced or event.kind == "acknowledged" or (event.kind == "fired" and record.duplicates):
+            return  # webhooks hear about firing and resolution of unsilenced alerts only
         for url in self.targets.webhook_urls:
             body = webhook_payload(record, self.targets.receiver, self.targets.console_url)
             if post_with_retries(self.client, url, body):
