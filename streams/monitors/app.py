@@ -5,8 +5,10 @@ Two agents, each a thin shell around ``windows.fold_in``:
 * ``rewards`` → windows per (checkpoint, arm) at the trajectory's end time: rates, latency
   percentiles, reward and its components, on-policy fraction.
 * ``events.raw`` + ``events.deadletter`` → ingest windows per (checkpoint, arm) and for all
-  traffic (``*``): accepted volume and dead-letter rate, at event time (Kafka timestamp for
-  rejected events, which may have no valid time of their own).
+  traffic (``*``): accepted volume and dead-letter rate, by arrival (the Kafka timestamp the
+  ingest service stamped). Arrival is the right clock for the health of ingest, and rejected
+  events may carry no valid time of their own. Accepted events drive the watermark; a rejected
+  event that comes late counts in the oldest open window (``fold_in(secondary=True)``).
 
 Open windows live in changelog-backed faust tables, so a restarted worker resumes them. Rewards
 are finalised hours after ingest, so each input has its own watermark. State keys carry the
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, MutableMapping
-from datetime import datetime
 from typing import Any
 
 import faust
@@ -64,14 +65,12 @@ class PartitionView(MutableMapping[str, Any]):
         return sum(1 for _ in self)
 
 
-def raw_event_fields(value: bytes) -> tuple[str, str, float] | None:
-    """(checkpoint, arm, event time ms) of a stored event envelope; None if unreadable."""
+def raw_event_fields(value: bytes) -> tuple[str, str] | None:
+    """(checkpoint, arm) of a stored event envelope; None if unreadable."""
     try:
         event = json.loads(value)
-        stamp = event.get("event_time") or event["occurred_at"]
-        time_ms = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000
-        return str(event["checkpoint_id"]), str(event.get("arm", "default")), time_ms
-    except (ValueError, KeyError, TypeError, AttributeError):
+        return str(event["checkpoint_id"]), str(event.get("arm", "default"))
+    except (ValueError, KeyError, TypeError):
         return None
 
 
@@ -114,15 +113,14 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
     async def fold_ingest(stream: faust.StreamT) -> None:
         async for event in stream.events():
             message = event.message
-            fields = None if message.topic == deadletter_topic else raw_event_fields(event.value)
+            dead = message.topic == deadletter_topic
+            fields = None if dead else raw_event_fields(event.value)
             keys = [(ALL, ALL, ALL)]
-            time_ms = message.timestamp * 1000
             if fields is not None:
                 keys.append((fields[0], fields[1], "*"))
-                time_ms = fields[2]
-            closed = fold_in(PartitionView(ingest_windows, message.partition), keys, time_ms,
-                             ingest_contributions(fields is None), window_ms=window_ms,
-                             grace_ms=grace_ms)
+            closed = fold_in(PartitionView(ingest_windows, message.partition), keys,
+                             message.timestamp * 1000, ingest_contributions(dead),
+                             window_ms=window_ms, grace_ms=grace_ms, secondary=dead)
             await publish(closed, "ingest", message.partition)
 
     return app

@@ -106,14 +106,19 @@ def _add(acc: dict[str, Any], contributions: Contributions, latency_ms: float | 
 def fold_in(
     state: MutableMapping[str, Any], keys: Iterable[WindowKey], event_time_ms: float,
     contributions: Contributions, *, window_ms: int, grace_ms: int,
-    latency_ms: float | None = None,
+    latency_ms: float | None = None, secondary: bool = False,
 ) -> list[dict[str, Any]]:
     """Add one input to the window of each key; returns the windows this closes, oldest first.
 
     ``latency_ms`` marks a trajectory: it counts one trajectory and goes to the histogram.
+    A ``secondary`` input (dead letters beside accepted events) does not move the watermark,
+    and when late it counts in the oldest open window instead of being dropped: only its
+    count matters, and two topics read side by side do not arrive in time order.
     """
-    start_ms = int(event_time_ms // window_ms) * window_ms
     watermark_ms = state.get(_WATERMARK, -math.inf) - grace_ms
+    if secondary:
+        event_time_ms = max(event_time_ms, watermark_ms)
+    start_ms = int(event_time_ms // window_ms) * window_ms
     if start_ms + window_ms <= watermark_ms:
         state[_LATE] = state.get(_LATE, 0) + 1
         return []
@@ -129,6 +134,8 @@ def fold_in(
         _add(acc, contributions, latency_ms)
         state[skey] = acc
     state[_OPEN] = open_keys
+    if secondary:
+        return []
     return advance(state, max(state.get(_WATERMARK, -math.inf), event_time_ms),
                    window_ms=window_ms, grace_ms=grace_ms)
 

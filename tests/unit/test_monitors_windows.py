@@ -90,3 +90,22 @@ def test_one_input_feeds_several_keys() -> None:
     fold_in(state, keys, 1_000, ingest_contributions(False), window_ms=WINDOW_MS, grace_ms=0)
     closed = advance(state, 120_000, window_ms=WINDOW_MS, grace_ms=0)
     assert sorted(tuple(acc["key"]) for acc in closed) == sorted(keys)
+
+
+def test_secondary_inputs_do_not_move_the_watermark_and_late_ones_count_in_an_open_window() -> None:
+    state: dict[str, Any] = {}
+    key = (ALL, ALL, ALL)
+
+    def add(seconds: float, dead: bool) -> list[dict[str, Any]]:
+        return fold_in(state, [key], seconds * 1000, ingest_contributions(dead),
+                       window_ms=WINDOW_MS, grace_ms=GRACE_MS, secondary=dead)
+
+    assert add(500, True) == []  # far ahead, but no window closes
+    add(10, False)
+    closed = add(95, False)  # watermark 65 s closes [0, 60)
+    assert [acc["stats"]["dead_letter_rate"] for acc in closed] == [[1.0, 0.0, 0.0]]
+    add(5, True)  # late for [0, 60): lands in [60, 120), which holds the watermark
+    closed = advance(state, 200_000, window_ms=WINDOW_MS, grace_ms=GRACE_MS)
+    window = next(acc for acc in closed if acc["start_ms"] == 60_000)
+    assert window["stats"]["dead_letter_rate"] == [2.0, 1.0, 1.0]  # 95 s accepted + late reject
+    assert "__late__" not in state
