@@ -6,8 +6,8 @@ deterministic event ids, so a replay recognises what it already published and se
 is new: the detector state is a function of the log, like everything else.
 
 A silent ingest stream closes no windows; once caught up, the runner publishes an empty ingest
-window for every window length without one, so a stop shows up as a volume drop — on the topic,
-where a replay sees it too.
+window when three window lengths (plus grace) passed without one, so a stop shows up as a volume
+drop — on the topic, where a replay sees it too.
 """
 
 from __future__ import annotations

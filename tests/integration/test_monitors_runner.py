@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from monitors_seed import publish_registry, publish_windows, run_detectors
+from monitors_seed import publish_registry, publish_windows, run_detectors, wait_for
 
 from infra.settings import Settings
 from schemas.alerts import AlertEvent
 from schemas.checkpoints import CheckpointEvent
+from schemas.metrics import MetricStat, MetricWindow, metric_key
 from streams.monitors.config import MonitorConfig
-from streams.monitors.kafka_io import read_topic
+from streams.monitors.kafka_io import make_producer, read_topic, send
+from streams.monitors.runner import DetectorRunner
 
 pytestmark = pytest.mark.kafka
 
@@ -49,3 +53,31 @@ def test_auto_protect_rolls_back_the_production_checkpoint(kafka: Settings) -> N
                                                                          "auto-protect")
     assert rollback.sequence == 5 and rollback.parent_id == "c0"
     assert "Broken tool calls" in rollback.evidence["reason"]
+
+
+def test_a_silent_ingest_stream_is_published_as_empty_windows_and_alerts(kafka: Settings) -> None:
+    start = datetime(2026, 2, 1, tzinfo=UTC)
+    producer = make_producer(kafka)
+    for minute in range(10):
+        window = MetricWindow(
+            scope="ingest", window_start=start + timedelta(minutes=minute),
+            window_end=start + timedelta(minutes=minute + 1), checkpoint_id="*", arm="*",
+            stats={"ingest_events": MetricStat(n=100, sum=100, sumsq=100)})
+        send(producer, kafka, "metrics", metric_key("*", "*"), window.model_dump_json().encode())
+    producer.close()
+    # The clock says 10 minutes passed since the last window: the runner fills the silence.
+    runner = DetectorRunner(kafka, MonitorConfig(),
+                            clock=lambda: start + timedelta(minutes=20))
+    stop = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        fired = wait_for(lambda: [e for e in _alerts(kafka) if e.kind == "fired"], 60,
+                         "the volume-drop alert")
+    finally:
+        stop.set()
+        thread.join(timeout=20)
+    assert fired[0].alert is not None and fired[0].alert.detector == "ingest_volume_drop"
+    empty = [MetricWindow.model_validate_json(r.value) for r in read_topic(kafka, "metrics")][10:]
+    assert empty and all(w.stats == {} for w in empty)
+    assert empty[0].window_start == start + timedelta(minutes=10)
