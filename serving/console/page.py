@@ -124,7 +124,7 @@ async function act(btn) {
   refresh();
 }
 function drawChart(series) {
-  const W = 1180, H = 260, L = 60, R = 20, T = 12, B = 30;
+  const W = 1180, H = 260, L = 60, R = 40, T = 12, B = 30;
   const pts = series.flatMap(s => s.points);
   if (!pts.length) return '<p class="muted">No windows for this metric yet.</p>';
   const xs = pts.map(p => p[0]), ys = pts.map(p => p[1]);
