@@ -18,6 +18,7 @@ __all__ = ["app", "main"]
 # The packages that contribute commands, in the order their groups appear in --help.
 _COMMAND_MODULES = (
     "infra.ops_cli",
+    "streams.monitors.cli",
     "schemas.cli",
     "harness.cli",
     "serving.cli",

@@ -1,0 +1,1 @@
+"""The monitoring console: a web page and JSON API for alerts, metrics and checkpoints."""

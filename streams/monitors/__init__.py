@@ -1,0 +1,1 @@
+"""Monitors: windowed metrics, detectors with stated statistics, and the alert lifecycle."""

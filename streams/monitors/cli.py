@@ -1,0 +1,159 @@
+"""``rewardstream monitors|alerts|ab ...``: the metrics worker, detectors, delivery, A/B report."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+__all__ = ["register"]
+
+monitors_app = typer.Typer(help="Windowed metrics and anomaly detectors.", no_args_is_help=True)
+alerts_app = typer.Typer(help="Alert delivery to Alertmanager and webhooks.", no_args_is_help=True)
+ab_app = typer.Typer(help="A/B comparisons of arms or checkpoints.", no_args_is_help=True)
+
+_CONFIG_HELP = ("YAML/JSON file of detector settings (window_s, threshold, min_baseline_n, "
+                "auto_protect, detectors.<name>.enabled, ...); defaults without it.")
+
+
+def _config(path: Optional[Path]):
+    from streams.monitors.config import load_config
+
+    return load_config(path)
+
+
+@monitors_app.command("metrics")
+def metrics_worker(
+    config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP),
+    store: str = typer.Option("memory://", help="faust table store, e.g. rocksdb:// in production"),
+    loglevel: str = typer.Option("warning", help="faust worker log level"),
+) -> None:
+    """Run the faust worker that folds rewards, events.raw and events.deadletter into windows.
+
+    Writes one record per closed (checkpoint, arm) window to the metrics topic. Example:
+    `rewardstream monitors metrics --store rocksdb://`
+    """
+    import faust
+
+    from infra.settings import load_settings
+    from streams.monitors.app import create_app
+
+    app = create_app(load_settings(), _config(config), store=store)
+    faust.Worker(app, loglevel=loglevel).execute_from_commandline()
+
+
+@monitors_app.command("detect")
+def detect(config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP)) -> None:
+    """Run the detectors over the metrics topic and publish alert lifecycle events.
+
+    Replays checkpoints, alerts and metrics on start (state = the log), then follows them.
+    Example: `rewardstream monitors detect --config monitors.yaml`
+    """
+    from infra.settings import load_settings
+    from streams.monitors.runner import run_forever
+
+    run_forever(load_settings(), _config(config))
+
+
+@monitors_app.command("simulate")
+def simulate_cmd(
+    scenario: str = typer.Option("defers_edits", help="profile of the second checkpoint: "
+                                 "healthy, defers_edits, broken_calls, reward_hacking, slow"),
+    trajectories: int = typer.Option(6000, help="total; the first half from a healthy parent"),
+    seed: int = typer.Option(0, help="random seed (same seed, same records)"),
+    out: Optional[Path] = typer.Option(None, help="write JSON lines here instead of detecting"),
+    config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP),
+) -> None:
+    """Simulated traffic through the pure path: prints every alert transition, or saves records.
+
+    Example: `rewardstream monitors simulate --scenario broken_calls --trajectories 10000`
+    """
+    from streams.monitors.errors import MonitorInputError
+    from streams.monitors.offline import run_offline
+    from streams.monitors.simulate import PROFILES, Segment, simulate
+
+    if scenario not in PROFILES:
+        raise MonitorInputError(f"--scenario {scenario!r}: choose one of {', '.join(PROFILES)}")
+    half = trajectories // 2
+    segments = [Segment({"default": ("ck-parent", PROFILES["healthy"])}, half),
+                Segment({"default": (f"ck-{scenario}", PROFILES[scenario])}, trajectories - half)]
+    records = simulate(segments, seed=seed)
+    if out is not None:
+        with out.open("w") as handle:
+            handle.writelines(r.model_dump_json() + "\n" for r in records)
+        typer.echo(f"wrote {trajectories} reward records to {out}")
+        return
+    result = run_offline(records, _config(config))
+    typer.echo(f"{result.trajectories} trajectories, {result.windows} windows, switch at {half}")
+    for count, t in result.transitions:
+        typer.echo(f"  after {count:>7} trajectories: {t.kind:8} {t.alert.severity:8} "
+                   f"{t.alert.detector}  {t.alert.summary}")
+
+
+@alerts_app.command("deliver")
+def deliver(
+    alertmanager: list[str] = typer.Option([], help="Alertmanager base URL (repeatable)"),
+    webhook: list[str] = typer.Option([], help="webhook URL for Alertmanager-style JSON (repeatable)"),
+    console_url: str = typer.Option("http://127.0.0.1:8090", help="links in alerts point here"),
+    resend_s: float = typer.Option(60.0, help="re-send open alerts to Alertmanager this often"),
+) -> None:
+    """Push alerts to Alertmanager's /api/v2/alerts and to webhooks, with retries.
+
+    Example: `rewardstream alerts deliver --alertmanager http://127.0.0.1:9093
+    --webhook https://chat.example/hook`
+    """
+    from infra.settings import load_settings
+    from streams.monitors.delivery import Deliverer, DeliveryTargets
+
+    targets = DeliveryTargets(tuple(alertmanager), tuple(webhook), console_url,
+                              resend_s=resend_s)
+    stop = threading.Event()
+    try:
+        Deliverer(load_settings(), targets).run(stop)
+    except KeyboardInterrupt:
+        stop.set()
+
+
+@ab_app.command("report")
+def ab_report(
+    baseline: str = typer.Option(..., help="baseline arm (or checkpoint with --by checkpoint)"),
+    candidate: str = typer.Option(..., help="candidate arm (or checkpoint)"),
+    by: str = typer.Option("arm", help="compare by 'arm' or 'checkpoint'"),
+    file: Optional[Path] = typer.Option(None, help="JSON lines of reward records; default: "
+                                        "the rewards topic"),
+    split: str = typer.Option("50/50", help="intended traffic split baseline/candidate"),
+    confidence: float = typer.Option(0.95, help="interval coverage"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Edits kept, dissatisfied follow-ups, latency, reward and broken calls as relative changes
+    with intervals, plus a sample-ratio-mismatch check.
+
+    Example: `rewardstream ab report --baseline control --candidate candidate --split 90/10`
+    """
+    from dataclasses import asdict
+
+    from streams.monitors.abreport import build_report, format_report
+    from streams.monitors.errors import MonitorInputError
+    from streams.monitors.sources import reward_records
+
+    try:
+        shares = tuple(float(part) for part in split.split("/"))
+    except ValueError:
+        shares = ()
+    if len(shares) != 2 or min(shares) <= 0:
+        raise MonitorInputError(f"--split {split!r}: write it as baseline/candidate, e.g. 90/10")
+    report = build_report(reward_records(file), baseline, candidate, by=by,
+                          shares=(shares[0], shares[1]), confidence=confidence)
+    if as_json:
+        typer.echo(json.dumps({**asdict(report), "srm_detected": report.srm_detected}, indent=2))
+    else:
+        typer.echo(format_report(report))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(monitors_app, name="monitors")
+    app.add_typer(alerts_app, name="alerts")
+    app.add_typer(ab_app, name="ab")

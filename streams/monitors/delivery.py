@@ -1,0 +1,178 @@
+"""Alert delivery: Alertmanager's ``/api/v2/alerts`` (as Prometheus pushes) and webhooks.
+
+Payload builders are pure. ``Deliverer`` is the thin process around them: it folds the
+``alerts`` topic; events before its consumer group's committed offset only rebuild state, newer
+ones are delivered and then committed (at-least-once: a receiver may see a notification twice
+after a crash; ``fingerprint`` + ``status`` + ``startsAt`` identify it). Like Prometheus it
+re-sends every open, unsilenced alert to Alertmanager every ``resend_s`` with ``endsAt`` a few
+resend periods ahead, and a resolved alert once with its resolution time. Webhooks get
+Alertmanager's webhook JSON (version 4) on ``fired`` and ``resolved``. Silenced alerts are
+not notified; new silences are mirrored to Alertmanager's ``/api/v2/silences`` (lifting one
+there is done in Alertmanager), and a resolution always reaches Alertmanager.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from infra.settings import Settings
+from schemas.alerts import AlertEvent
+from streams.monitors.kafka_io import replay_consumer
+from streams.monitors.lifecycle import AlertRecord, AlertState, apply, silenced_by
+
+__all__ = [
+    "Deliverer", "DeliveryTargets", "alertmanager_alert", "post_with_retries", "webhook_payload",
+]
+
+log = logging.getLogger(__name__)
+_GROUP = "rewardstream-alert-delivery"
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _annotations(record: AlertRecord) -> dict[str, str]:
+    alert = record.alert
+    notes = {"title": alert.title, "summary": alert.summary, "description": alert.summary,
+             "runbook": alert.runbook, "evidence": json.dumps(alert.evidence, sort_keys=True),
+             "fingerprint": alert.fingerprint, "lifecycle": record.status}
+    if record.acknowledged_by:
+        notes["acknowledged_by"] = record.acknowledged_by
+    return notes
+
+
+def alertmanager_alert(record: AlertRecord, now: datetime, hold_s: float,
+                       console_url: str) -> dict[str, Any]:
+    """One postable alert: open ones end ``hold_s`` from now unless re-sent; resolved ones end."""
+    ends = record.resolved_at if record.resolved_at else now + timedelta(seconds=hold_s)
+    return {"labels": dict(record.alert.labels), "annotations": _annotations(record),
+            "startsAt": _iso(record.started_at), "endsAt": _iso(ends),
+            "generatorURL": f"{console_url}/#alert-{record.alert.fingerprint}"}
+
+
+def webhook_payload(record: AlertRecord, receiver: str, console_url: str) -> dict[str, Any]:
+    """Alertmanager's webhook JSON (version 4) for one alert's firing or resolution."""
+    status = "resolved" if record.status == "resolved" else "firing"
+    labels = dict(record.alert.labels)
+    annotations = _annotations(record)
+    ends = _iso(record.resolved_at) if record.resolved_at else "0001-01-01T00:00:00Z"
+    return {
+        "version": "4", "groupKey": f'{{}}:{{alertname="{labels["alertname"]}"}}',
+        "truncatedAlerts": 0, "status": status, "receiver": receiver,
+        "groupLabels": {"alertname": labels["alertname"]}, "commonLabels": labels,
+        "commonAnnotations": annotations, "externalURL": console_url,
+        "alerts": [{"status": status, "labels": labels, "annotations": annotations,
+                    "startsAt": _iso(record.started_at), "endsAt": ends,
+                    "generatorURL": f"{console_url}/#alert-{record.alert.fingerprint}",
+                    "fingerprint": record.alert.fingerprint}],
+    }
+
+
+def post_with_retries(client: httpx.Client, url: str, body: Any, *, attempts: int = 5,
+                      backoff_s: float = 0.5, max_backoff_s: float = 8.0) -> bool:
+    """POST JSON; retry connection errors, 429 and 5xx with doubling back-off. True if 2xx."""
+    delay = backoff_s
+    for attempt in range(1, attempts + 1):
+        try:
+            response = client.post(url, json=body)
+            if response.is_success:
+                return True
+            retriable = response.status_code == 429 or response.status_code >= 500
+            log.warning("POST %s: HTTP %s (attempt %d/%d)", url, response.status_code, attempt,
+                        attempts)
+            if not retriable:
+                return False
+        except httpx.HTTPError as exc:
+            log.warning("POST %s: %s (attempt %d/%d)", url, exc, attempt, attempts)
+        if attempt < attempts:
+            time.sleep(delay)
+            delay = min(delay * 2, max_backoff_s)
+    return False
+
+
+@dataclass(frozen=True)
+class DeliveryTargets:
+    alertmanager_urls: tuple[str, ...] = ()  # base URLs, e.g. http://127.0.0.1:9093
+    webhook_urls: tuple[str, ...] = ()
+    console_url: str = "http://127.0.0.1:8090"
+    receiver: str = "rewardstream"
+    resend_s: float = 60.0
+
+
+class Deliverer:
+    def __init__(self, settings: Settings, targets: DeliveryTargets) -> None:
+        self.settings, self.targets = settings, targets
+        self.state = AlertState()
+        self.client = httpx.Client(timeout=10.0)
+        self.sent_webhooks = 0
+
+    def _open_unsilenced(self, now: datetime) -> list[AlertRecord]:
+        return [r for r in self.state.alerts.values()
+                if r.open and silenced_by(self.state, r.alert, now) is None]
+
+    def _push_alertmanager(self, records: list[AlertRecord], now: datetime) -> None:
+        if not records:
+            return
+        body = [alertmanager_alert(r, now, 4 * self.targets.resend_s, self.targets.console_url)
+                for r in records]
+        for base in self.targets.alertmanager_urls:
+            post_with_retries(self.client, base.rstrip("/") + "/api/v2/alerts", body)
+
+    def _mirror_silence(self, event: AlertEvent, now: datetime) -> None:
+        assert event.silence is not None
+        silence = event.silence
+        body = {"matchers": [{"name": k, "value": v, "isRegex": False, "isEqual": True}
+                             for k, v in sorted(silence.matchers.items())],
+                "startsAt": _iso(now), "endsAt": _iso(silence.ends_at),
+                "createdBy": silence.created_by,
+                "comment": silence.comment or f"silenced in the rewardstream console ({silence.silence_id})"}
+        for base in self.targets.alertmanager_urls:
+            post_with_retries(self.client, base.rstrip("/") + "/api/v2/silences", body)
+
+    def _notify(self, event: AlertEvent, now: datetime) -> None:
+        if event.kind == "silenced" and event.silence is not None:
+            self._mirror_silence(event, now)
+        if event.kind not in ("fired", "resolved", "acknowledged") or event.fingerprint is None:
+            return
+        record = self.state.alerts.get(event.fingerprint)
+        if record is None:
+            return
+        silenced = silenced_by(self.state, record.alert, now) is not None
+        if event.kind == "resolved" or not silenced:
+            self._push_alertmanager([record], now)  # a resolution always ends it there
+        if silenced or event.kind == "acknowledged" or (event.kind == "fired" and record.duplicates):
+            return  # webhooks hear about firing and resolution of unsilenced alerts only
+        for url in self.targets.webhook_urls:
+            body = webhook_payload(record, self.targets.receiver, self.targets.console_url)
+            if post_with_retries(self.client, url, body):
+                self.sent_webhooks += 1
+
+    def run(self, stop: threading.Event) -> None:
+        consumer = replay_consumer(self.settings, ["alerts"], group_id=_GROUP)
+        committed = {tp: consumer.committed(tp) or 0 for tp in consumer.assignment()}
+        last_resend = 0.0
+        try:
+            while not stop.is_set():
+                for tp, records in consumer.poll(timeout_ms=500).items():
+                    for record in records:
+                        event = AlertEvent.model_validate_json(record.value)
+                        apply(self.state, event)
+                        if record.offset >= committed[tp]:
+                            self._notify(event, datetime.now(UTC))
+                    consumer.commit()
+                if time.monotonic() - last_resend >= self.targets.resend_s:
+                    last_resend = time.monotonic()
+                    now = datetime.now(UTC)
+                    self._push_alertmanager(self._open_unsilenced(now), now)
+        finally:
+            consumer.close()
+            self.client.close()

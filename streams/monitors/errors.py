@@ -1,0 +1,19 @@
+"""Errors of the monitors package; all derive from the project's root exception."""
+
+from __future__ import annotations
+
+from schemas.errors import RewardstreamError
+
+__all__ = ["AlertActionError", "MonitorConfigError", "MonitorInputError"]
+
+
+class MonitorConfigError(RewardstreamError):
+    """The monitor configuration file names an unknown field or an out-of-range value."""
+
+
+class MonitorInputError(RewardstreamError):
+    """Input records (a reward file, an A/B arm) cannot be used as asked."""
+
+
+class AlertActionError(RewardstreamError):
+    """An operator action does not apply: unknown alert, already resolved, a past expiry."""

@@ -1,0 +1,128 @@
+"""Small exact statistics the detectors and the A/B report use. Pure functions, no I/O.
+
+Every detector is a one-sided CUSUM (Page 1954) on log-likelihood ratios: with increments
+``log f1(x)/f0(x)`` and alarm threshold ``h``, the expected number of observations (here: metric
+windows) before a false alarm is at least ``e**h`` when the data follow ``f0`` (Lorden 1971).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+__all__ = [
+    "bernoulli_llr",
+    "chi_square_sf",
+    "cusum_step",
+    "gaussian_llr",
+    "histogram_quantile",
+    "poisson_llr",
+    "relative_change",
+    "wilson_interval",
+    "z_for_confidence",
+]
+
+_EPS = 1e-6
+
+
+def z_for_confidence(confidence: float) -> float:
+    """The two-sided normal quantile: 0.95 → 1.959964."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson_interval(successes: float, n: float, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval of a proportion; (0, 1) when there are no trials."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _clamp_p(p: float) -> float:
+    return min(1 - _EPS, max(_EPS, p))
+
+
+def bernoulli_llr(successes: float, n: float, p0: float, p1: float) -> float:
+    """log-likelihood ratio of ``n`` Bernoulli trials with ``successes`` under p1 vs p0."""
+    p0, p1 = _clamp_p(p0), _clamp_p(p1)
+    return successes * math.log(p1 / p0) + (n - successes) * math.log((1 - p1) / (1 - p0))
+
+
+def gaussian_llr(n: float, mean: float, mu0: float, sigma: float, delta: float) -> float:
+    """LLR of ``n`` normal observations with sample ``mean``: N(mu0+delta, σ²) vs N(mu0, σ²)."""
+    if n <= 0 or sigma <= 0:
+        return 0.0
+    return n * delta / (sigma * sigma) * (mean - mu0 - delta / 2)
+
+
+def poisson_llr(count: float, lam0: float, lam1: float) -> float:
+    """LLR of one Poisson count under rate lam1 vs lam0 (both per window, > 0)."""
+    lam0, lam1 = max(lam0, _EPS), max(lam1, _EPS)
+    return count * math.log(lam1 / lam0) - (lam1 - lam0)
+
+
+def cusum_step(statistic: float, llr: float, cap: float) -> float:
+    """One CUSUM update, ``max(0, S + llr)``, capped so recovery is noticed in bounded time."""
+    return min(cap, max(0.0, statistic + llr))
+
+
+def histogram_quantile(counts: list[int], bounds: tuple[float, ...], q: float) -> float:
+    """The q-quantile of a bucketed sample, interpolating linearly inside the bucket.
+
+    ``counts[i]`` counts values in (bounds[i-1], bounds[i]]; the last count is the open bucket
+    above ``bounds[-1]`` and reports ``bounds[-1]``.
+    """
+    total = sum(counts)
+    if total == 0:
+        return math.nan
+    rank = q * total
+    seen = 0.0
+    for i, count in enumerate(counts):
+        if count and seen + count >= rank:
+            if i >= len(bounds):
+                return bounds[-1]
+            lower = bounds[i - 1] if i > 0 else 0.0
+            return lower + (bounds[i] - lower) * (rank - seen) / count
+        seen += count
+    return bounds[-1]
+
+
+def relative_change(
+    mean0: float, var0: float, n0: float, mean1: float, var1: float, n1: float, z: float,
+) -> tuple[float, float, float]:
+    """Relative change ``mean1/mean0 − 1`` and its delta-method interval ``(rel, lo, hi)``.
+
+    se = sqrt(var1/n1 + (mean1/mean0)² · var0/n0) / |mean0|, the first-order variance of the
+    ratio of two independent sample means.
+    """
+    if n0 <= 0 or n1 <= 0 or mean0 == 0:
+        return math.nan, math.nan, math.nan
+    ratio = mean1 / mean0
+    se = math.sqrt(var1 / n1 + ratio * ratio * var0 / n0) / abs(mean0)
+    rel = ratio - 1
+    return rel, rel - z * se, rel + z * se
+
+
+def chi_square_sf(statistic: float, df: int) -> float:
+    """P(X ≥ statistic) for X ~ χ²(df), by the closed forms for integer degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"df must be ≥ 1, got {df}")
+    if statistic <= 0:
+        return 1.0
+    half = statistic / 2
+    if df % 2 == 0:
+        term, total = 1.0, 1.0
+        for i in range(1, df // 2):
+            term *= half / i
+            total += term
+        return math.exp(-half) * total
+    root = math.sqrt(half)
+    total = math.erfc(root)
+    term = root / math.sqrt(math.pi) * 2 * math.exp(-half)  # 2·sqrt(x/2π)·e^(−x/2)
+    for i in range(1, (df + 1) // 2):
+        total += term
+        term *= half / (i + 0.5)
+    return total

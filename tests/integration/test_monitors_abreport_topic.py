@@ -1,0 +1,36 @@
+"""``rewardstream ab report`` reading reward records from the real rewards topic."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from infra.cli import app
+from infra.settings import Settings
+from schemas.topics import topic_name
+from streams.monitors.kafka_io import make_producer
+from streams.monitors.simulate import PROFILES, Segment, simulate
+
+pytestmark = pytest.mark.kafka
+
+
+def test_ab_report_from_the_rewards_topic(kafka: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    segment = Segment({"control": ("c0", PROFILES["healthy"]),
+                       "candidate": ("c1", PROFILES["slow"])}, 2000, split={"control": 3.0})
+    producer = make_producer(kafka)
+    topic = topic_name(kafka.topic_prefix, "rewards")
+    for record in simulate([segment], seed=4):
+        producer.send(topic, key=record.trajectory_id.encode(),
+                      value=record.model_dump_json().encode())
+    producer.flush()
+    producer.close()
+    monkeypatch.setenv("REWARDSTREAM_TOPIC_PREFIX", kafka.topic_prefix)
+    result = CliRunner().invoke(app, ["ab", "report", "--baseline", "control", "--candidate",
+                                      "candidate", "--split", "75/25"])
+    assert result.exit_code == 0, result.output
+    latency = next(line for line in result.output.splitlines() if line.startswith("Latency"))
+    assert latency.rstrip().endswith("worse")  # the slow profile: +44% median latency
+    assert "sample ratio ok" in result.output
+    wrong = CliRunner().invoke(app, ["ab", "report", "--baseline", "control", "--candidate",
+                                     "candidate"])  # a 50/50 expectation against 75/25
+    assert "SAMPLE RATIO MISMATCH" in wrong.output

@@ -1,0 +1,47 @@
+"""Simulated traffic through the pure path: the failure modes alert, stable traffic does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.monitors.config import MonitorConfig
+from streams.monitors.offline import run_offline
+from streams.monitors.simulate import PROFILES, Segment, simulate
+
+HEALTHY = PROFILES["healthy"]
+SWITCH = 3000  # trajectories of the healthy parent before the new checkpoint takes over
+
+
+def _after_switch(profile: str, seed: int = 7) -> dict[str, int]:
+    """Detector → trajectories after the switch until it fired."""
+    segments = [Segment({"default": ("c0", HEALTHY)}, SWITCH),
+                Segment({"default": ("c1", PROFILES[profile])}, 3000)]
+    result = run_offline(simulate(segments, seed=seed), MonitorConfig())
+    return {t.alert.detector: count - SWITCH for count, t in result.transitions
+            if t.kind == "fired" and t.alert.labels["checkpoint"] == "c1"}
+
+
+def test_edit_deferral_raises_edit_rate_collapse_within_600_trajectories() -> None:
+    fired = _after_switch("defers_edits")
+    assert 0 < fired["edit_rate_collapse"] <= 600
+    assert "clarification_spike" in fired
+
+
+def test_broken_tool_calls_raise_the_spike_within_800_trajectories() -> None:
+    fired = _after_switch("broken_calls")
+    assert 0 < fired["broken_call_spike"] <= 800
+    assert set(fired) == {"broken_call_spike"}
+
+
+def test_reward_hacking_raises_the_divergence_alert_within_1500_trajectories() -> None:
+    assert 0 < _after_switch("reward_hacking")["reward_kept_divergence"] <= 1500
+
+
+@pytest.mark.slow
+def test_stable_traffic_of_60000_trajectories_raises_nothing() -> None:
+    # Five checkpoint generations and an A/B phase, all the same healthy policy.
+    segments = [Segment({"default": (f"c{i}", HEALTHY)}, 10_000) for i in range(5)]
+    segments.append(Segment({"control": ("c4", HEALTHY), "candidate": ("c5", HEALTHY)}, 10_000))
+    result = run_offline(simulate(segments, seed=11), MonitorConfig())
+    assert result.trajectories == 60_000
+    assert result.transitions == []

@@ -1,0 +1,72 @@
+"""Hand-computed examples for the monitors' statistics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from streams.monitors.stats import (
+    bernoulli_llr,
+    chi_square_sf,
+    cusum_step,
+    gaussian_llr,
+    histogram_quantile,
+    poisson_llr,
+    relative_change,
+    wilson_interval,
+    z_for_confidence,
+)
+
+
+def test_wilson_interval_of_five_in_ten() -> None:
+    # p = .5; centre stays .5; half = 1.96·sqrt(.025 + 3.8416/400) / 1.38416 = .263411
+    lo, hi = wilson_interval(5, 10, 1.96)
+    assert lo == pytest.approx(0.236589, abs=1e-6)
+    assert hi == pytest.approx(0.763411, abs=1e-6)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_log_likelihood_ratios() -> None:
+    # 3·ln(.25/.5) + 7·ln(.75/.5) = −2.079442 + 2.838256
+    assert bernoulli_llr(3, 10, 0.5, 0.25) == pytest.approx(0.758814, abs=1e-6)
+    # n·δ/σ²·(mean − μ0 − δ/2) = 4·1/4·(1 − 0.5)
+    assert gaussian_llr(4, 1.0, 0.0, 2.0, 1.0) == pytest.approx(0.5)
+    # 10·ln(10/20) − (10 − 20)
+    assert poisson_llr(10, 20, 10) == pytest.approx(3.068528, abs=1e-6)
+
+
+def test_cusum_floors_at_zero_and_caps() -> None:
+    assert cusum_step(1.0, -2.0, 10.0) == 0.0
+    assert cusum_step(9.0, 5.0, 10.0) == 10.0
+    assert cusum_step(2.0, 1.5, 10.0) == 3.5
+
+
+def test_histogram_quantile_interpolates_inside_the_bucket() -> None:
+    assert histogram_quantile([2, 2, 0], (10.0, 20.0), 0.5) == pytest.approx(10.0)
+    assert histogram_quantile([2, 2, 0], (10.0, 20.0), 0.75) == pytest.approx(15.0)
+    assert histogram_quantile([0, 0, 3], (10.0, 20.0), 0.5) == 20.0  # open bucket
+    assert math.isnan(histogram_quantile([0, 0, 0], (10.0, 20.0), 0.5))
+
+
+def test_relative_change_delta_method() -> None:
+    # ratio 1.1; se = sqrt(9/100 + 1.21·4/100) / 10 = .0372022
+    rel, lo, hi = relative_change(10, 4, 100, 11, 9, 100, 1.96)
+    assert rel == pytest.approx(0.1)
+    assert lo == pytest.approx(0.1 - 1.96 * 0.0372022, abs=1e-6)
+    assert hi == pytest.approx(0.1 + 1.96 * 0.0372022, abs=1e-6)
+
+
+@pytest.mark.parametrize("statistic, df", [(3.841459, 1), (5.991465, 2), (7.814728, 3),
+                                           (9.487729, 4), (11.0705, 5)])
+def test_chi_square_tail_at_the_5_percent_critical_values(statistic: float, df: int) -> None:
+    assert chi_square_sf(statistic, df) == pytest.approx(0.05, abs=1e-5)
+
+
+def test_chi_square_srm_example() -> None:
+    # 44,000 vs 45,000 on a 50/50 split: χ² = 2·500²/44,500 = 11.236, p ≈ 0.0008
+    assert chi_square_sf(2 * 500**2 / 44_500, 1) == pytest.approx(0.000802, abs=2e-6)
+
+
+def test_z_for_confidence() -> None:
+    assert z_for_confidence(0.95) == pytest.approx(1.959964, abs=1e-6)
