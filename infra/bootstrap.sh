@@ -27,6 +27,18 @@ if [ ! -f "$deps/.complete" ]; then
   touch "$deps/.complete"
 fi
 
+# The end-to-end monitor tests drive a real Alertmanager and a real headless Chromium.
+ensure_test_system_packages() {
+  command -v chromium >/dev/null && command -v prometheus-alertmanager >/dev/null && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "==> installing chromium and prometheus-alertmanager (Debian packages)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      chromium prometheus-alertmanager >/dev/null
+  else
+    echo "note: chromium / prometheus-alertmanager missing and not root: their tests will not pass" >&2
+  fi
+}
+
 venv="$root/.venv"
 purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.deps" 2>/dev/null)" != "$deps" ]; then
@@ -50,6 +62,7 @@ case "$job" in
     exec rewardstream demo "$@"
     ;;
   test)
+    ensure_test_system_packages
     rewardstream kafka start || { [ "${CI:-}" = "true" ] && exit 1; echo "continuing without a broker: Kafka tests will be skipped"; }
     trap 'rewardstream kafka stop >/dev/null 2>&1 || true' EXIT
     cd "$root"
