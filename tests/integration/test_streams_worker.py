@@ -67,3 +67,41 @@ def test_streaming_records_equal_replay_and_late_events_land_in_events_late(
     assert {r.finalized_by for r in records.values()} == {"complete", "watermark"}
     late = [json.loads(raw)["event_id"] for raw in late_event_ids(kafka)]
     assert late and sorted(late) == sorted(event_id for _, event_id in replayed.late)
+
+
+def _start_worker(settings: Settings, datadir: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "REWARDSTREAM_TOPIC_PREFIX": settings.topic_prefix,
+           "REWARDSTREAM_TOPIC_PARTITIONS": str(settings.topic_partitions)}
+    command = [str(Path(sys.executable).with_name("rewardstream")), "worker", "--datadir",
+               str(datadir), "--batch-max", "150", "--loglevel", "warning"]
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(datadir.parent / "worker.log", "ab"))
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_stream_ends_with_the_records_of_a_clean_run(
+        kafka: Settings, tmp_path: Path) -> None:
+    produce(kafka, simulate_log(300, seed=22, config=SPREAD))
+    expected = len(replay_topic(kafka, SPEC).records)
+    datadir = tmp_path / "worker"
+    datadir.mkdir()
+    first = _start_worker(kafka, datadir)
+    try:
+        partial = wait_for_records(kafka, 1, timeout_s=90, alive=lambda: first.poll() is None)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        first.kill()
+    assert 0 < len(partial) < expected, "the kill should land mid-stream"
+    second = _start_worker(kafka, datadir)
+    try:
+        # read_records raises if a key ever carries two different records.
+        records = wait_for_records(kafka, expected, timeout_s=120,
+                                   alive=lambda: second.poll() is None)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        try:
+            second.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            second.kill()
+    assert_same_as_replay(kafka, records)
