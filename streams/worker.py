@@ -67,6 +67,8 @@ class WorkerTotals:
     records: int = 0
     late_events: int = 0
     last_offsets: dict[int, int] | None = None
+    first_batch_s: float | None = None  # monotonic time the first batch arrived
+    last_batch_s: float | None = None  # monotonic time the latest batch was acknowledged
 
 
 def default_app_id(settings: Settings, spec: RewardSpec) -> str:
@@ -135,6 +137,8 @@ class _Shell:
             self.joins.pop(partition, None)
 
     async def process(self, stream: Any, events: list[Any]) -> None:
+        if self.totals.first_batch_s is None:
+            self.totals.first_batch_s = time.monotonic()
         by_partition: dict[int, list[Any]] = {}
         for event in events:
             by_partition.setdefault(event.message.partition, []).append(event)
@@ -167,6 +171,7 @@ class _Shell:
         for event in events:
             await stream.ack(event)
         self.totals.events += len(events)
+        self.totals.last_batch_s = time.monotonic()
 
 
 def build_app(config: WorkerConfig) -> tuple[Any, WorkerTotals]:

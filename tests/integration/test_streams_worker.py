@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,4 +103,12 @@ def test_a_worker_killed_mid_stream_ends_with_the_records_of_a_clean_run(
             second.wait(timeout=30)
         except subprocess.TimeoutExpired:
             second.kill()
+    assert_same_as_replay(kafka, records)
+
+
+@pytest.mark.slow
+def test_ten_thousand_trajectories_stream_equal_to_replay(kafka: Settings, tmp_path: Path) -> None:
+    produce(kafka, simulate_log(10_000, seed=23))
+    expected = len(replay_topic(kafka, SPEC).records)
+    records = run_in_process(kafka, tmp_path, expected, timeout_s=900)
     assert_same_as_replay(kafka, records)
