@@ -57,6 +57,7 @@ def assert_same_as_replay(settings: Settings, records: dict) -> None:
         assert records[key] == record, key
 
 
+@pytest.mark.slow
 def test_streaming_records_equal_replay_and_late_events_land_in_events_late(
         kafka: Settings, tmp_path: Path) -> None:
     produce(kafka, simulate_log(300, seed=21, config=SPREAD))
