@@ -9,7 +9,10 @@ import typer
 __all__ = ["register"]
 
 # One module per benchmark; each adds its own command to the group.
-_BENCHMARKS: tuple[str, ...] = ("bench.ingest",)
+_BENCHMARKS: tuple[str, ...] = (
+    "bench.ingest",
+    "bench.streams",
+)
 
 bench_app = typer.Typer(
     help="Measure a part of the platform against a bare baseline in the same run; prints ratios.",

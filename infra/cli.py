@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "schemas.cli",
     "harness.cli",
     "serving.cli",
+    "streams.cli",
     "bench.cli",
 )
 

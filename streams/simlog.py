@@ -1,0 +1,177 @@
+"""A seeded, pure generator of an ``events.raw`` log with the mess production has.
+
+Trajectories start a few seconds apart; each has turns of completions, tool calls (some broken),
+edits that are accepted, rejected or later reverted, clarifying questions, follow-ups, an end
+event (completed, aborted, error, or never sent) and persistence checks at the horizons. Events
+reach the log out of order (bounded transport delay), some twice, some persistence checks never,
+and a few hours late. The result is the log in arrival order: (key, value) pairs as ingest would
+produce them. Same arguments, same bytes.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from schemas.events import (
+    ClarificationAsked,
+    ClarificationAskedPayload,
+    CompletionServed,
+    CompletionServedPayload,
+    EditDecided,
+    EditDecidedPayload,
+    EditPersistence,
+    EditPersistencePayload,
+    EditProposed,
+    EditProposedPayload,
+    Event,
+    FollowupSent,
+    FollowupSentPayload,
+    ToolCalled,
+    ToolCalledPayload,
+    TrajectoryEnded,
+    TrajectoryEndedPayload,
+)
+
+__all__ = ["SimConfig", "simulate_log"]
+
+SIM_START = datetime(2025, 6, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    horizons_s: tuple[int, ...] = (600, 3600)
+    mean_start_gap_s: float = 2.0
+    max_transport_delay_s: float = 30.0
+    duplicate_p: float = 0.02
+    late_p: float = 0.01  # a persistence check that arrives hours after its horizon
+    late_delay_s: float = 3 * 3600.0
+    missing_check_p: float = 0.05
+    broken_call_p: float = 0.12
+    no_end_p: float = 0.03
+    arms: tuple[str, ...] = ("control", "candidate")
+
+
+def _uuid7(rng: random.Random, unix_ms: int) -> uuid.UUID:
+    # RFC 9562 layout, with the random bits drawn from the seeded generator.
+    value = unix_ms << 80 | 0x7 << 76 | rng.getrandbits(12) << 64 | 0b10 << 62 | rng.getrandbits(62)
+    return uuid.UUID(int=value)
+
+
+class _Trajectory:
+    """Builds one trajectory's events as (event time, event) pairs."""
+
+    def __init__(self, rng: random.Random, config: SimConfig, index: int, start: datetime) -> None:
+        self.rng, self.config = rng, config
+        self.turns = rng.randint(1, 3)
+        self.tid = f"traj-{index:06d}"
+        self.common = {
+            "trajectory_id": self.tid, "session_id": f"sess-{index // 3:06d}",
+            "user": f"user-{rng.randrange(200):03d}", "org_id": f"org-{rng.randrange(5)}",
+            "checkpoint_id": f"ckpt-{rng.randrange(2)}", "arm": rng.choice(config.arms),
+        }
+        self.clock = start
+        self.events: list[tuple[datetime, Event]] = []
+
+    def emit(self, model: type[Any], payload: Any, at: datetime | None = None) -> None:
+        when = at or self.clock
+        ms = int(when.timestamp() * 1000)
+        self.events.append((when, model(
+            event_id=_uuid7(self.rng, ms), occurred_at=when, sent_at=when, received_at=when,
+            event_time=when, clock_skew_ms=0, payload=payload, **self.common)))
+
+    def tick(self, low_s: float, high_s: float) -> None:
+        self.clock += timedelta(seconds=self.rng.uniform(low_s, high_s))
+
+    def turn(self, number: int) -> None:
+        rng = self.rng
+        n_tokens = rng.randint(2, 12)
+        self.emit(CompletionServed, CompletionServedPayload(
+            completion_id=f"{self.tid}-c{number}", model="sim",
+            prompt_token_ids=[rng.randrange(1000) for _ in range(rng.randint(4, 16))],
+            completion_token_ids=[rng.randrange(1000) for _ in range(n_tokens)],
+            behaviour_logprobs=[-round(rng.uniform(0.01, 4.0), 4) for _ in range(n_tokens)],
+            ttft_ms=round(rng.uniform(50, 400), 1), latency_ms=round(rng.uniform(300, 6000), 1),
+            finish_reason=rng.choices(["stop", "length", "error"], [0.9, 0.08, 0.02])[0]))
+        for call in range(rng.randint(0, 3)):
+            self.tick(0.1, 3)
+            broken = rng.random() < self.config.broken_call_p
+            self.emit(ToolCalled, ToolCalledPayload(
+                call_id=f"{self.tid}-t{number}-{call}", tool=rng.choice(["read", "grep", "edit"]),
+                valid=not broken, error_kind="malformed_call" if broken else None))
+        self.tick(0.5, 5)
+        if rng.random() < 0.12:
+            ambiguity = rng.choice([None, round(rng.random(), 2)])
+            self.emit(ClarificationAsked, ClarificationAskedPayload(request_ambiguity=ambiguity))
+        elif rng.random() < 0.7:
+            self.edit(f"{self.tid}-e{number}")
+        if rng.random() < 0.3:
+            self.tick(1, 20)
+            sentiment = rng.choices(["dissatisfied", "neutral", "satisfied"], [0.3, 0.4, 0.3])[0]
+            self.emit(FollowupSent, FollowupSentPayload(sentiment=sentiment))
+
+    def edit(self, edit_id: str) -> None:
+        rng = self.rng
+        self.emit(EditProposed, EditProposedPayload(edit_id=edit_id, path=f"src/m{rng.randrange(9)}.py",
+                                                    lines_added=rng.randrange(30)))
+        self.tick(1, 30)
+        decision = rng.choices(["accepted", "rejected"], [0.7, 0.3])[0]
+        self.emit(EditDecided, EditDecidedPayload(edit_id=edit_id, decision=decision))
+        if decision != "accepted":
+            return
+        decided = self.clock
+        if rng.random() < 0.05:
+            self.emit(EditDecided, EditDecidedPayload(edit_id=edit_id, decision="reverted"),
+                      at=decided + timedelta(seconds=rng.uniform(10, 60)))
+        for horizon in self.config.horizons_s:
+            if rng.random() >= self.config.missing_check_p:
+                self.emit(EditPersistence, EditPersistencePayload(
+                    edit_id=edit_id, horizon_s=horizon,
+                    surviving_fraction=rng.choice([0.0, 0.5, 1.0, 1.0, 1.0])),
+                    at=decided + timedelta(seconds=horizon))
+
+    def end(self) -> None:
+        if self.rng.random() < self.config.no_end_p:
+            return
+        outcome = self.rng.choices(["completed", "aborted", "error"], [0.86, 0.09, 0.05])[0]
+        self.tick(0.5, 3)
+        self.emit(TrajectoryEnded, TrajectoryEndedPayload(
+            outcome=outcome, turns=self.turns, task_family=self.rng.choice(["fix", "feature"])))
+
+
+def _trajectory(rng: random.Random, config: SimConfig, index: int,
+                start: datetime) -> list[tuple[datetime, Event]]:
+    trajectory = _Trajectory(rng, config, index, start)
+    for number in range(trajectory.turns):
+        trajectory.turn(number)
+        trajectory.tick(2, 40)
+    trajectory.end()
+    return trajectory.events
+
+
+def _arrival(rng: random.Random, config: SimConfig, when: datetime, event: Event) -> datetime:
+    delay_s = min(rng.expovariate(1 / 2.0), config.max_transport_delay_s)
+    if event.type == "edit.persistence" and rng.random() < config.late_p:
+        delay_s += config.late_delay_s
+    return when + timedelta(seconds=delay_s)
+
+
+def simulate_log(
+    trajectories: int, seed: int = 0, config: SimConfig = SimConfig()
+) -> list[tuple[bytes, bytes]]:
+    """``trajectories`` trajectories as a log in arrival order of (key, JSON value) pairs."""
+    rng = random.Random(seed)
+    arrivals: list[tuple[datetime, int, Event]] = []
+    start = SIM_START
+    for index in range(trajectories):
+        start += timedelta(seconds=rng.expovariate(1 / config.mean_start_gap_s))
+        for when, event in _trajectory(rng, config, index, start):
+            copies = 2 if rng.random() < config.duplicate_p else 1
+            for _ in range(copies):
+                arrivals.append((_arrival(rng, config, when, event), len(arrivals), event))
+    arrivals.sort(key=lambda item: (item[0], item[1]))
+    return [(event.trajectory_id.encode(), event.model_dump_json().encode())
+            for _, _, event in arrivals]
