@@ -9,7 +9,7 @@ import typer
 __all__ = ["register"]
 
 # One module per service; each adds its own command to the group.
-_SERVICES: tuple[str, ...] = ()
+_SERVICES: tuple[str, ...] = ("serving.gateway.cli", "serving.engine.cli")
 
 serve_app = typer.Typer(help="Run one of the platform's HTTP services.", no_args_is_help=True)
 
