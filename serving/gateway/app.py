@@ -116,6 +116,7 @@ class _Gateway:
         self.backend = backend
         self.sink = sink
         self.router: Router | None = None
+        self.caught_up = asyncio.Event()
 
     async def start(self) -> asyncio.Task[None] | None:
         base_name = self.config.backend_model or await self.backend.base_model()
@@ -126,13 +127,12 @@ class _Gateway:
             await self.router.apply({e.checkpoint_id: e for e in self.config.initial_registry})
         if self.config.follow is None:
             return None
-        caught_up = asyncio.Event()
         task = asyncio.create_task(follow_checkpoints(
             self.config.follow.bootstrap_servers, self.config.follow.topic_prefix,
-            self.router.apply, caught_up, self.config.model_family,
+            self.router.apply, self.caught_up, self.config.model_family,
         ))
         try:
-            await asyncio.wait_for(caught_up.wait(), self.config.catch_up_timeout_s)
+            await asyncio.wait_for(self.caught_up.wait(), self.config.catch_up_timeout_s)
         except TimeoutError:
             log.warning("checkpoints not replayed within %ss; serving the base model until then",
                         self.config.catch_up_timeout_s)
@@ -220,6 +220,14 @@ class _Gateway:
                                      int(time.time()))
         return JSONResponse(response, headers=ex.headers())
 
+    def health(self) -> dict[str, str]:
+        """``checkpoints``: static (not following), replaying, or following (caught up)."""
+        if self.config.follow is None:
+            state = "static"
+        else:
+            state = "following" if self.caught_up.is_set() else "replaying"
+        return {"status": "ok", "checkpoints": state}
+
     def models(self) -> dict[str, Any]:
         targets = self.router.targets if self.router else {}
         return {"object": "list", "data": [{
@@ -272,7 +280,7 @@ def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: Even
 
     @app.get("/health")
     async def health() -> dict[str, str]:
-        return {"status": "ok"}
+        return gateway.health()
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -30,6 +30,9 @@ def gateway(
     public_model: str = typer.Option("rewardstream", help="Model name /v1/models lists."),
     base_checkpoint_id: str = typer.Option("base", help="Checkpoint id events give the "
                                                         "backend's base model."),
+    base_path: str = typer.Option(None, help="The backend's base model directory: full-model "
+                                             "checkpoints at this path are served as the base "
+                                             "(default: --engine-model)."),
     model_family: str = typer.Option(None, help="Follow only checkpoints of this model."),
     follow: bool = typer.Option(True, help="Follow the checkpoints topic (--no-follow: serve "
                                            "the base model only)."),
@@ -67,7 +70,7 @@ def gateway(
     split = ArmSplit(parse_arms(arms), holdout, holdout_target, salt)
     config = GatewayConfig(
         split=split, public_model=public_model, base_checkpoint_id=base_checkpoint_id,
-        base_path=str(engine_model) if engine_model else None, model_family=model_family,
+        base_path=base_path or (str(engine_model) if engine_model else None), model_family=model_family,
         follow=settings if follow else None, default_max_tokens=default_max_tokens,
         reference_temperature=reference_temperature,
     )

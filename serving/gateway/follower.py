@@ -51,10 +51,10 @@ async def _consume(bootstrap_servers: str, topic: str,
                     registry.update(fold(registry, event))
             if registry != before:
                 await on_registry(dict(registry))
-            if not caught_up.is_set() and all(
-                await consumer.position(tp) >= offset for tp, offset in end.items()
-            ):
-                caught_up.set()
+            if not caught_up.is_set():
+                positions = {tp: await consumer.position(tp) for tp in end}
+                if all(positions[tp] >= offset for tp, offset in end.items()):
+                    caught_up.set()
     finally:
         await consumer.stop()
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
@@ -46,7 +47,7 @@ def promote(settings: Settings, sequence: int, checkpoint_id: str, path: Path,
 def gateway_url(kafka: Settings, tiny_model_dir: Path, tmp_path: Path) -> Iterator[str]:
     adapter = build_random_adapter(tiny_model_dir, tmp_path / "c1", seed=1)
     promote(kafka, 1, "c1", adapter)
-    config = GatewayConfig(follow=kafka)
+    config = GatewayConfig(follow=kafka, catch_up_timeout_s=30.0)
     sink = KafkaEventSink(kafka.bootstrap_servers, kafka.topic_prefix)
     with serve_in_thread(build_engine_app(tiny_model_dir)) as engine:
         app = create_gateway_app(config, BackendClient(engine.url), sink)
@@ -72,6 +73,8 @@ def _served_events(settings: Settings, expected: int) -> list[tuple[bytes, Compl
 def test_openai_client_gets_chat_and_streamed_completions_with_the_checkpoint(
     kafka: Settings, gateway_url: str, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
+    # The replay of the checkpoints topic finished during startup, not by timing out.
+    assert httpx.get(f"{gateway_url}/health").json()["checkpoints"] == "following"
     client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key="unused", max_retries=0)
     raw = client.chat.completions.with_raw_response.create(
         model="rewardstream", messages=[{"role": "user", "content": "fix the test"}],
