@@ -140,6 +140,7 @@ def run_serving_bench(model_dir: Path | None, requests: int, max_tokens: int,
     # All three paths share the process, so they share torch's intra-op threads; on a busy
     # machine more threads than free cores makes every path slower and noisier.
     torch.set_num_threads(torch_threads)
+    label = str(model_dir) if model_dir else f"tiny(hidden={hidden_size}, layers=4)"
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = model_dir or _tiny_model(Path(tmp), hidden_size)
         model, tokenizer = load_policy(model_dir)
@@ -158,7 +159,7 @@ def run_serving_bench(model_dir: Path | None, requests: int, max_tokens: int,
                 results[name] = _summary([run() for _ in range(requests)])
     base, top = results["transformers"], results["gateway"]
     return {
-        "model": str(model_dir) if model_dir else f"tiny(hidden={hidden_size}, layers=4)",
+        "model": label,
         "requests": requests, "max_tokens": max_tokens, "torch_threads": torch.get_num_threads(),
         "results": results,
         "gateway_vs_transformers": {
