@@ -12,6 +12,7 @@ __all__ = ["register"]
 _BENCHMARKS: tuple[str, ...] = (
     "bench.ingest",
     "bench.streams",
+    "bench.serving",
 )
 
 bench_app = typer.Typer(

@@ -12,6 +12,8 @@ __all__ = ["register"]
 _SERVICES: tuple[str, ...] = (
     "serving.ingest.cli",
     "serving.console.cli",
+    "serving.gateway.cli",
+    "serving.engine.cli",
 )
 
 serve_app = typer.Typer(help="Run one of the platform's HTTP services.", no_args_is_help=True)

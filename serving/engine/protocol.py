@@ -1,0 +1,152 @@
+"""vLLM's OpenAI-compatible wire format, as far as the torch engine speaks it (pure).
+
+Requests accept and ignore OpenAI fields that do not change generation; fields that would change
+it in ways the engine does not implement (``n > 1``, stop strings, penalties) are refused with
+the field's name, rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from serving.engine.errors import UnsupportedRequest
+from serving.engine.generator import StepOutput
+
+__all__ = ["DEFAULT_CHAT_TEMPLATE", "ChatRequest", "CompletionRequest", "IncrementalText",
+           "LoraRequest", "chat_logprobs", "completion_logprobs", "message_text", "usage"]
+
+# Used when the model's tokenizer has none (the tiny local models); vLLM takes the same file via
+# ``--chat-template`` so both backends tokenize a conversation identically.
+DEFAULT_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int | None = None
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    return_token_ids: bool = False
+    ignore_eos: bool = False
+    n: int = 1
+    stop: str | list[str] | None = None
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    min_p: float = 0.0
+
+    def refuse_unsupported(self) -> None:
+        defaults = {"n": 1, "frequency_penalty": 0.0, "presence_penalty": 0.0,
+                    "repetition_penalty": 1.0, "min_p": 0.0}
+        for name, default in defaults.items():
+            if getattr(self, name) != default:
+                raise UnsupportedRequest(f"{name}={getattr(self, name)} is not supported by the "
+                                         f"torch engine; leave it at {default}")
+        if self.stop:
+            raise UnsupportedRequest("stop is not supported by the torch engine; omit it")
+
+    @property
+    def include_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int]
+    max_tokens: int = 16
+    logprobs: int | None = None  # N: the sampled token's logprob plus the top N
+
+
+class ChatRequest(_Sampling):
+    messages: list[dict[str, Any]]
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = None
+
+
+class LoraRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    lora_name: str
+    lora_path: str | None = None
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's content as text; OpenAI content-part lists are joined."""
+    content = message.get("content") or ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+@dataclass
+class IncrementalText:
+    """Text deltas of a growing token sequence; a partial UTF-8 character is held back."""
+
+    tokenizer: Any
+    ids: list[int] = field(default_factory=list)
+    text: str = ""
+
+    def add(self, token_id: int, final: bool = False) -> str:
+        self.ids.append(token_id)
+        full = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if full.endswith("\ufffd") and not final:
+            return ""
+        delta, self.text = full[len(self.text):], full
+        return delta
+
+
+def _token_text(tokenizer: Any, token_id: int) -> str:
+    return tokenizer.decode([token_id])
+
+
+def _clamp(logprob: float) -> float:
+    return max(logprob, -9999.0)  # JSON has no -inf; OpenAI and vLLM send -9999.0
+
+
+def completion_logprobs(steps: list[StepOutput], tokenizer: Any, offset: int) -> dict[str, Any]:
+    """The ``logprobs`` object of a completions choice; ``offset`` is the text offset of the
+    first step (nonzero in later stream chunks)."""
+    tokens, offsets = [], []
+    for step in steps:
+        offsets.append(offset)
+        tokens.append(_token_text(tokenizer, step.token_id))
+        offset += len(tokens[-1])
+    return {
+        "tokens": tokens,
+        "token_logprobs": [_clamp(step.logprob) for step in steps],
+        "top_logprobs": [
+            {_token_text(tokenizer, step.token_id): _clamp(step.logprob)}
+            | {_token_text(tokenizer, tid): _clamp(lp) for tid, lp in step.top}
+            for step in steps
+        ],
+        "text_offset": offsets,
+    }
+
+
+def _chat_entry(tokenizer: Any, token_id: int, logprob: float) -> dict[str, Any]:
+    text = _token_text(tokenizer, token_id)
+    return {"token": text, "logprob": _clamp(logprob), "bytes": list(text.encode())}
+
+
+def chat_logprobs(steps: list[StepOutput], tokenizer: Any) -> dict[str, Any]:
+    return {"content": [
+        _chat_entry(tokenizer, step.token_id, step.logprob)
+        | {"top_logprobs": [_chat_entry(tokenizer, tid, lp) for tid, lp in step.top]}
+        for step in steps
+    ]}
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}

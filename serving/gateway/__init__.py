@@ -1,0 +1,1 @@
+"""The OpenAI-compatible model gateway: arms, checkpoint routing, ``completion.served`` events."""

@@ -1,0 +1,103 @@
+"""Sticky A/B arm assignment: a pure function of the user, the split and a salt.
+
+A user hashes to a point in [0, 1). The first ``holdout_fraction`` of the interval is the holdout
+(users kept on a fixed policy to measure the cumulative effect of training); the rest is divided
+among the arms in proportion to their weights. Changing the split only moves the users whose
+point crosses a boundary; changing the salt reshuffles everyone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from serving.gateway.errors import ArmConfigError
+
+__all__ = ["HOLDOUT_ARM", "ArmSpec", "ArmSplit", "assign_arm", "parse_arms", "user_point"]
+
+HOLDOUT_ARM = "holdout"
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """An arm's name, its share of non-holdout traffic, and what it serves.
+
+    ``target`` is ``production`` (the registry's production checkpoint), ``candidate`` (the
+    newest candidate, else production), ``base`` (the backend's base model) or a checkpoint id.
+    """
+
+    name: str
+    weight: float
+    target: str
+
+
+@dataclass(frozen=True)
+class ArmSplit:
+    arms: tuple[ArmSpec, ...] = (ArmSpec("production", 1.0, "production"),)
+    holdout_fraction: float = 0.0
+    holdout_target: str = "base"
+    salt: str = "rewardstream"
+
+    def __post_init__(self) -> None:
+        if not self.arms:
+            raise ArmConfigError("arms is empty; give at least one, e.g. production=1")
+        names = [arm.name for arm in self.arms]
+        if len(set(names)) != len(names) or HOLDOUT_ARM in names:
+            raise ArmConfigError(f"arm names must be unique and not {HOLDOUT_ARM!r}: {names}")
+        if any(arm.weight <= 0 for arm in self.arms):
+            raise ArmConfigError(f"arm weights must be positive: {self.arms}")
+        if not 0.0 <= self.holdout_fraction < 1.0:
+            raise ArmConfigError(
+                f"holdout_fraction={self.holdout_fraction} must be in [0, 1); e.g. 0.05"
+            )
+
+    def targets(self) -> dict[str, str]:
+        """Every arm's target, the holdout's included when it gets traffic."""
+        targets = {arm.name: arm.target for arm in self.arms}
+        if self.holdout_fraction > 0:
+            targets[HOLDOUT_ARM] = self.holdout_target
+        return targets
+
+
+def user_point(user: str, salt: str) -> float:
+    """The user's uniform point in [0, 1): the first 64 bits of sha256(salt, user)."""
+    digest = hashlib.sha256(f"{salt}\x00{user}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def assign_arm(user: str, split: ArmSplit) -> str:
+    """The arm ``user`` always gets under ``split``."""
+    point = user_point(user, split.salt)
+    if point < split.holdout_fraction:
+        return HOLDOUT_ARM
+    position = (point - split.holdout_fraction) / (1.0 - split.holdout_fraction)
+    total = sum(arm.weight for arm in split.arms)
+    cumulative = 0.0
+    for arm in split.arms:
+        cumulative += arm.weight / total
+        if position < cumulative:
+            return arm.name
+    return split.arms[-1].name  # rounding left position just below 1.0
+
+
+def parse_arms(text: str) -> tuple[ArmSpec, ...]:
+    """Arms from ``name=weight`` or ``name:target=weight`` items separated by commas.
+
+    A bare name is its own target: ``production=0.9,candidate=0.1``; ``b:ckpt-42=0.5`` pins an
+    arm named ``b`` to checkpoint ``ckpt-42``.
+    """
+    arms = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        head, sep, weight = item.partition("=")
+        name, _, target = head.partition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = float("nan")
+        if not sep or not name or value != value:
+            raise ArmConfigError(
+                f"arms item {item!r} is not name=weight or name:target=weight; "
+                "e.g. --arms production=0.9,candidate=0.1"
+            )
+        arms.append(ArmSpec(name.strip(), value, (target or name).strip()))
+    return tuple(arms)

@@ -1,0 +1,86 @@
+"""``rewardstream serve gateway``: the model gateway as an HTTP server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+__all__ = ["register"]
+
+
+def gateway(
+    backend_url: str = typer.Option(None, help="An OpenAI-compatible backend with runtime LoRA "
+                                               "loading, e.g. http://127.0.0.1:8001 (vllm serve "
+                                               "--enable-lora, or rewardstream serve engine)."),
+    engine_model: Path = typer.Option(None, exists=True, file_okay=False,
+                                      help="Instead of --backend-url: run the torch engine on "
+                                           "this local model inside the gateway's process."),
+    backend_api_key: str = typer.Option(None, envvar="REWARDSTREAM_BACKEND_API_KEY",
+                                        help="Bearer token for the backend (vllm --api-key)."),
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    arms: str = typer.Option("production=1", help="A/B split of non-holdout users: name=weight "
+                             "or name:target=weight; targets are production, candidate, base or "
+                             "a checkpoint id. E.g. production=0.9,candidate=0.1"),
+    holdout: float = typer.Option(0.0, help="Fraction of users held out on --holdout-target."),
+    holdout_target: str = typer.Option("base", help="What the holdout is served by."),
+    salt: str = typer.Option("rewardstream", help="Assignment salt; changing it reshuffles "
+                                                  "every user."),
+    public_model: str = typer.Option("rewardstream", help="Model name /v1/models lists."),
+    base_checkpoint_id: str = typer.Option("base", help="Checkpoint id events give the "
+                                                        "backend's base model."),
+    base_path: str = typer.Option(None, help="The backend's base model directory: full-model "
+                                             "checkpoints at this path are served as the base "
+                                             "(default: --engine-model)."),
+    model_family: str = typer.Option(None, help="Follow only checkpoints of this model."),
+    follow: bool = typer.Option(True, help="Follow the checkpoints topic (--no-follow: serve "
+                                           "the base model only)."),
+    events: str = typer.Option("kafka", help="Where completion.served goes: kafka (events.raw) "
+                                             "or none."),
+    default_max_tokens: int = typer.Option(256, help="max_tokens when a request sets none."),
+    reference_temperature: float = typer.Option(1.0, help="The trainer's temperature; others "
+                                                          "are flagged as biasing ratios."),
+) -> None:
+    """Serve the OpenAI-compatible model gateway: /v1/chat/completions and /v1/completions
+    (SSE streaming) and /v1/models. Each request is assigned a sticky arm, served by that arm's
+    checkpoint (named in the checkpoint_id field and X-Rewardstream-Checkpoint header), and
+    emitted as completion.served with token ids and behaviour logprobs. Promotions and
+    rollbacks on the checkpoints topic are hot-loaded as LoRA adapters.
+
+    Example: rewardstream serve gateway --engine-model ./tiny --holdout 0.05
+    """
+    import uvicorn
+
+    from infra.settings import load_settings
+    from serving.gateway.app import GatewayConfig, create_gateway_app
+    from serving.gateway.arms import ArmSplit, parse_arms
+    from serving.gateway.backend import BackendClient
+    from serving.gateway.errors import GatewayError
+    from serving.gateway.sinks import KafkaEventSink, MemoryEventSink
+
+    if (backend_url is None) == (engine_model is None):
+        raise GatewayError("give exactly one of --backend-url and --engine-model")
+    settings = load_settings()
+    if engine_model is not None:
+        from serving.engine.cli import build_engine_app
+        from serving.local_server import serve_in_thread
+
+        backend_url = serve_in_thread(build_engine_app(engine_model)).url
+    split = ArmSplit(parse_arms(arms), holdout, holdout_target, salt)
+    config = GatewayConfig(
+        split=split, public_model=public_model, base_checkpoint_id=base_checkpoint_id,
+        base_path=base_path or (str(engine_model) if engine_model else None), model_family=model_family,
+        follow=settings if follow else None, default_max_tokens=default_max_tokens,
+        reference_temperature=reference_temperature,
+    )
+    if events not in ("kafka", "none"):
+        raise GatewayError(f"--events {events!r} must be kafka or none")
+    sink = KafkaEventSink(settings.bootstrap_servers, settings.topic_prefix) \
+        if events == "kafka" else MemoryEventSink()
+    app = create_gateway_app(config, BackendClient(backend_url, backend_api_key), sink)
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def register(serve_app: typer.Typer) -> None:
+    serve_app.command("gateway")(gateway)
