@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "schemas.cli",
     "harness.cli",
     "serving.cli",
+    "trainer.cli",
     "bench.cli",
 )
 

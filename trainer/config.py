@@ -79,6 +79,10 @@ class TrainConfig:
             raise TrainerConfigError("max_staleness, gate_margin and kl_coef must be >= 0")
         if self.steps_per_cycle is not None and self.steps_per_cycle <= 0:
             raise TrainerConfigError(f"steps_per_cycle={self.steps_per_cycle} must be positive")
+        if self.deterministic and self.steps_per_cycle is None:
+            raise TrainerConfigError(
+                "deterministic=true needs steps_per_cycle: a cycle that ends on a clock is not "
+                "reproducible")
         if not self.model_dir.is_dir():
             raise TrainerConfigError(
                 f"model_dir={self.model_dir} is not a directory; point it at a local model")
