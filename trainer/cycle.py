@@ -242,6 +242,11 @@ class TrainingCycle:
             hyperparams=meta["hyperparams"], stats=meta["stats"],
         )
 
+    def gate_checkpoint(self, checkpoint_id: str) -> CycleResult:
+        """Gate a registered candidate (one this trainer made, or one planted by hand)."""
+        event = self.store.read().get(checkpoint_id)
+        return self._decide(checkpoint_id, Path(event.path), event.stats)
+
     def _decide(self, checkpoint_id: str, directory: Path, stats: dict[str, Any]) -> CycleResult:
         registry = self.store.read()
         incumbent = registry.production(self.config.model)
