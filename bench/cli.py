@@ -9,7 +9,7 @@ import typer
 __all__ = ["register"]
 
 # One module per benchmark; each adds its own command to the group.
-_BENCHMARKS: tuple[str, ...] = ()
+_BENCHMARKS: tuple[str, ...] = ("bench.trainer",)
 
 bench_app = typer.Typer(
     help="Measure a part of the platform against a bare baseline in the same run; prints ratios.",
