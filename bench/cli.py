@@ -13,6 +13,7 @@ _BENCHMARKS: tuple[str, ...] = (
     "bench.ingest",
     "bench.streams",
     "bench.serving",
+    "bench.trainer",
 )
 
 bench_app = typer.Typer(

@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "harness.cli",
     "serving.cli",
     "streams.cli",
+    "trainer.cli",
     "bench.cli",
 )
 

@@ -1,0 +1,78 @@
+"""The registry fold, its aliases, lineage generations, and promotion/rollback events."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from schemas.checkpoints import CheckpointEvent
+from trainer.errors import RegistryError
+from trainer.registry import fold, promotion, rejection, rollback
+from trainer.staleness import judge_staleness
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _event(seq: int, ckpt: str, status: str, kind: str, parent: str | None = None) -> CheckpointEvent:
+    return CheckpointEvent(event_id=f"e{seq}", sequence=seq, occurred_at=NOW, kind=kind,
+                           status=status, checkpoint_id=ckpt, model="m", parent_id=parent,
+                           path=f"/ckpt/{ckpt}")
+
+
+def _history() -> list[CheckpointEvent]:
+    return [
+        _event(1, "base", "production", "promoted"),
+        _event(2, "c1", "candidate", "created", parent="base"),
+        _event(3, "c1", "production", "promoted", parent="base"),
+        _event(4, "c2", "candidate", "created", parent="c1"),
+    ]
+
+
+def test_fold_gives_aliases_from_the_newest_event_per_checkpoint() -> None:
+    registry = fold(reversed(_history()))
+    assert registry.production().checkpoint_id == "c1"
+    assert registry.previous_production().checkpoint_id == "base"
+    assert registry.candidate().checkpoint_id == "c2"
+    assert registry.aliases("c1") == ["production"] and registry.aliases("c2") == ["candidate"]
+    assert registry.next_sequence == 5
+    compacted = fold([_history()[0], _history()[2], _history()[3]])
+    assert compacted.production() == registry.production()
+
+
+def test_generations_follow_the_lineage() -> None:
+    registry = fold(_history())
+    assert [registry.generation(c) for c in ("base", "c1", "c2", "nope")] == [0, 1, 2, None]
+    gen = registry.generation
+    assert judge_staleness("c1", 2, gen, max_lag=1).keep
+    stale = judge_staleness("base", 2, gen, max_lag=1)
+    assert (stale.keep, stale.reason, stale.lag) == (False, "stale", 2)
+    assert judge_staleness("nope", 2, gen, 1).reason == "unknown_checkpoint"
+
+
+def test_rejection_and_promotion_carry_state_and_evidence() -> None:
+    registry = fold(_history())
+    rejected = rejection(registry, "c2", NOW, "gate", {"passed": False})
+    assert (rejected.status, rejected.sequence, rejected.parent_id) == ("rejected", 5, "c1")
+    assert rejected.path == "/ckpt/c2" and rejected.evidence == {"passed": False}
+    after = fold([*registry.history, rejected])
+    assert after.candidate() is None
+    promoted = promotion(after, "c2", NOW, "ops", {"reason": "manual"})
+    assert promoted.evidence == {"previous_production": "c1", "reason": "manual"}
+    with pytest.raises(RegistryError, match="already production"):
+        promotion(registry, "c1", NOW, "ops", {})
+    with pytest.raises(RegistryError, match="registry list"):
+        registry.get("zzz")
+
+
+def test_rollback_restores_the_previous_production_with_evidence() -> None:
+    registry = fold(_history())
+    events = rollback(registry, None, NOW, "alice", "edit rate collapsed")
+    assert [(e.checkpoint_id, e.kind, e.status) for e in events] == [
+        ("c1", "rolled_back", "rolled_back"), ("base", "promoted", "production")]
+    assert events[0].evidence == {"reason": "edit rate collapsed", "restored": "base"}
+    assert {e.actor for e in events} == {"alice"}
+    after = fold([*registry.history, *events])
+    assert after.production().checkpoint_id == "base"
+    with pytest.raises(RegistryError, match="nothing to roll back"):
+        rollback(after, None, NOW, "alice", "again")

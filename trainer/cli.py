@@ -1,0 +1,149 @@
+"""``rewardstream train`` and ``rewardstream registry ...``."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+__all__ = ["register"]
+
+registry_app = typer.Typer(
+    help="The checkpoint registry, folded from the `checkpoints` topic: list, show, promote, "
+         "roll back. Serving follows its `production` alias.",
+    no_args_is_help=True,
+)
+
+
+def train(
+    config: Optional[Path] = typer.Option(None, help="TOML file of trainer settings (field names of "
+                                          "trainer.config.TrainConfig); options below override it."),
+    model_dir: Optional[Path] = typer.Option(None, help="Local Hugging Face causal LM to train."),
+    out_dir: Optional[Path] = typer.Option(None, help="Where checkpoints are written."),
+    cycle: bool = typer.Option(False, "--cycle", help="Run cycles continuously: accumulate, "
+                               "update, candidate, gate, promote or reject, repeat."),
+    max_cycles: Optional[int] = typer.Option(None, min=1, help="Stop after this many cycles."),
+    lora: Optional[bool] = typer.Option(None, "--lora/--full", help="LoRA adapter or full "
+                                        "fine-tuning (default: full)."),
+    lr: Optional[float] = typer.Option(None, help="AdamW learning rate (default 1e-5)."),
+    batch_records: Optional[int] = typer.Option(None, help="Records per update (default 32)."),
+    steps_per_cycle: Optional[int] = typer.Option(None, help="Updates per cycle (default: "
+                                                  "cycle by time, cycle_period_s)."),
+    cycle_period_s: Optional[float] = typer.Option(None, help="Cycle length in seconds (5 h)."),
+    deterministic: Optional[bool] = typer.Option(None, "--deterministic", help="Count-only "
+                                                 "batching and deterministic kernels."),
+    records: Optional[Path] = typer.Option(None, help="Train from a JSONL file of reward "
+                                           "records instead of the `rewards` topic."),
+    registry_file: Optional[Path] = typer.Option(None, help="Keep the registry in a JSONL file "
+                                                 "instead of the `checkpoints` topic."),
+) -> None:
+    """Train the policy on the `rewards` stream and gate each candidate.
+
+    Each cycle starts from the registry's production checkpoint, consumes reward records in
+    batches (by count, or when a batch is batch_timeout_s old), drops samples staler than
+    max_staleness generations, takes one policy-gradient step per batch, writes a durable
+    checkpoint (then commits the offsets), and runs the gate: promoted or rejected, as an event
+    on `checkpoints`. Without --cycle it runs one cycle. Under torchrun it trains data-parallel.
+
+    Example: rewardstream train --model-dir models/tiny --out-dir runs/ckpt --cycle
+    --steps-per-cycle 4 --batch-records 16 --lr 1e-4
+    """
+    from infra.settings import load_settings
+    from schemas.topics import topic_name
+    from trainer.config import load_config
+    from trainer.runner import run_training
+
+    settings = load_settings()
+    settings_overrides = dict(model_dir=model_dir, out_dir=out_dir, lora=lora, lr=lr,
+                              batch_records=batch_records, steps_per_cycle=steps_per_cycle,
+                              cycle_period_s=cycle_period_s, deterministic=deterministic)
+    run_training(load_config(config, **settings_overrides),
+                 bootstrap_servers=settings.bootstrap_servers,
+                 rewards_topic=topic_name(settings.topic_prefix, "rewards"),
+                 checkpoints_topic=topic_name(settings.topic_prefix, "checkpoints"),
+                 records_file=records, registry_file=registry_file, continuous=cycle,
+                 max_cycles=max_cycles)
+
+
+def _store(registry_file: Path | None):  # -> RegistryStore
+    from infra.settings import load_settings
+    from schemas.topics import topic_name
+    from trainer.registry_io import JsonlRegistryStore, KafkaRegistryStore
+
+    if registry_file is not None:
+        return JsonlRegistryStore(registry_file)
+    settings = load_settings()
+    return KafkaRegistryStore(settings.bootstrap_servers,
+                              topic_name(settings.topic_prefix, "checkpoints"))
+
+
+_REGISTRY_FILE = typer.Option(None, help="A JSONL registry file instead of the topic.")
+_ACTOR = typer.Option(None, help="Who acts (default: the login name).")
+
+
+@registry_app.command("list")
+def registry_list(
+    history: bool = typer.Option(False, help="Every event read, not just each checkpoint's newest."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+    registry_file: Optional[Path] = _REGISTRY_FILE,
+) -> None:
+    """Checkpoints with status, aliases, parent and the gate's verdict.
+
+    Example: rewardstream registry list --history"""
+    from trainer.registry_view import event_rows, render_rows
+
+    registry = _store(registry_file).read()
+    rows = event_rows(registry, history)
+    typer.echo("\n".join(json.dumps(r, default=str) for r in rows) if as_json else render_rows(rows))
+
+
+@registry_app.command("show")
+def registry_show(checkpoint_id: str, registry_file: Optional[Path] = _REGISTRY_FILE) -> None:
+    """The newest event of one checkpoint in full: lineage, offsets, hyper-parameters, evidence."""
+    event = _store(registry_file).read().get(checkpoint_id)
+    typer.echo(json.dumps(event.model_dump(mode="json"), indent=2))
+
+
+@registry_app.command("promote")
+def registry_promote(
+    checkpoint_id: str,
+    reason: str = typer.Option(..., help="Why, recorded as the promotion's evidence."),
+    actor: Optional[str] = _ACTOR, registry_file: Optional[Path] = _REGISTRY_FILE,
+) -> None:
+    """Make a checkpoint production by hand (the gate does this for candidates that pass).
+
+    Example: rewardstream registry promote tiny-0196... --reason "re-deploy after fix" """
+    from trainer.registry import promotion
+
+    store = _store(registry_file)
+    event = promotion(store.read(), checkpoint_id, datetime.now(timezone.utc),
+                      actor or getpass.getuser(), {"reason": reason})
+    store.publish([event])
+    typer.echo(f"{checkpoint_id} is production (was {event.evidence['previous_production']})")
+
+
+@registry_app.command("rollback")
+def registry_rollback(
+    reason: str = typer.Option(..., help="Why, recorded as the rollback's evidence."),
+    model: Optional[str] = typer.Option(None, help="Model family (default: the only one)."),
+    actor: Optional[str] = _ACTOR, registry_file: Optional[Path] = _REGISTRY_FILE,
+) -> None:
+    """Restore the previous production checkpoint; the current one is marked rolled back.
+
+    Example: rewardstream registry rollback --reason "edit-rate collapse alert" """
+    from trainer.registry import rollback
+
+    store = _store(registry_file)
+    down, up = rollback(store.read(), model, datetime.now(timezone.utc),
+                        actor or getpass.getuser(), reason)
+    store.publish([down, up])
+    typer.echo(f"rolled back {down.checkpoint_id}; production is {up.checkpoint_id} again")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+    app.add_typer(registry_app, name="registry")

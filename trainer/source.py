@@ -1,0 +1,102 @@
+"""Sources of reward records: the ``rewards`` topic (kafka-python), or a JSONL file offline.
+
+A source hands out batches that close at ``count`` records or, when ``timeout_s`` is set,
+``timeout_s`` after the batch's first record arrived. Positions are the next offset to read per
+``topic:partition``; the trainer stores them in each checkpoint and seeks to them on resume.
+Offsets are committed to the consumer group only once a checkpoint holding them is durable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from schemas.rewards import RewardRecord, reward_record_key
+from trainer.prepare import ConsumedRecord
+
+__all__ = ["FileSource", "KafkaSource", "parse_record"]
+
+
+def parse_record(key: bytes | None, value: bytes | None, topic: str, partition: int,
+                 offset: int) -> ConsumedRecord:
+    """A consumed record; a value that is not a RewardRecord keeps its place with record None."""
+    try:
+        record = RewardRecord.model_validate_json(value or b"")
+    except ValidationError:
+        return ConsumedRecord((key or b"").decode(), None, topic, partition, offset)
+    name = key.decode() if key else reward_record_key(record.trajectory_id, record.spec_version).decode()
+    return ConsumedRecord(name, record, topic, partition, offset)
+
+
+class KafkaSource:
+    def __init__(self, bootstrap_servers: str, topic: str, group_id: str,
+                 positions: dict[str, int]) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.topic = topic
+        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group_id,
+                                       enable_auto_commit=False, auto_offset_reset="earliest")
+        self._partitions = [TopicPartition(topic, p)
+                            for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
+        self._consumer.assign(self._partitions)
+        for tp in self._partitions:
+            position = positions.get(f"{tp.topic}:{tp.partition}")
+            if position is not None:  # the checkpoint is the truth, not the committed offset
+                self._consumer.seek(tp, position)
+
+    def next_batch(self, count: int, timeout_s: float | None,
+                   stop: Callable[[], bool]) -> list[ConsumedRecord]:
+        batch: list[ConsumedRecord] = []
+        first_at: float | None = None
+        while len(batch) < count and not stop():
+            if first_at is not None and timeout_s is not None and time.monotonic() - first_at >= timeout_s:
+                break
+            polled = self._consumer.poll(timeout_ms=200, max_records=count - len(batch))
+            for tp in sorted(polled, key=lambda t: t.partition):
+                batch.extend(parse_record(r.key, r.value, r.topic, r.partition, r.offset)
+                             for r in polled[tp])
+            if batch and first_at is None:
+                first_at = time.monotonic()
+        return batch
+
+    def commit(self, positions: dict[str, int]) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        offsets = {}
+        for name, offset in positions.items():
+            topic, partition = name.rsplit(":", 1)
+            offsets[TopicPartition(topic, int(partition))] = OffsetAndMetadata(offset, "", -1)
+        self._consumer.commit(offsets)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class FileSource:
+    """Reward records from a JSONL file (one RewardRecord a line); the line number is the offset."""
+
+    def __init__(self, path: Path, positions: dict[str, int]) -> None:
+        self.topic = f"file:{path.name}"
+        self._lines = path.read_text().splitlines()
+        self._next = positions.get(f"{self.topic}:0", 0)
+
+    def next_batch(self, count: int, timeout_s: float | None,
+                   stop: Callable[[], bool]) -> list[ConsumedRecord]:
+        end = min(self._next + count, len(self._lines))
+        batch = [parse_record(None, self._lines[i].encode(), self.topic, 0, i)
+                 for i in range(self._next, end)]
+        self._next = end
+        return batch
+
+    def exhausted(self) -> bool:
+        return self._next >= len(self._lines)
+
+    def commit(self, positions: dict[str, int]) -> None:
+        """Positions of a file live in the checkpoints only."""
+
+    def close(self) -> None:
+        """Nothing to release."""
