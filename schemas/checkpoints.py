@@ -8,11 +8,18 @@ orders events across checkpoints: production is the checkpoint whose newest even
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-__all__ = ["CheckpointEvent", "CheckpointKind", "CheckpointStatus"]
+__all__ = [
+    "CheckpointEvent",
+    "CheckpointKind",
+    "CheckpointStatus",
+    "by_status",
+    "newest_per_checkpoint",
+]
 
 CheckpointKind = Literal["created", "evaluated", "promoted", "rejected", "rolled_back"]
 CheckpointStatus = Literal["candidate", "production", "rejected", "rolled_back", "retired"]
@@ -40,3 +47,26 @@ class CheckpointEvent(BaseModel):
     # The gate's or the operator's reasons: intervals, per-family differences, alert ids.
     evidence: dict[str, Any] = {}
     actor: str = "trainer"
+
+
+def newest_per_checkpoint(
+    events: Iterable[CheckpointEvent], into: dict[str, CheckpointEvent] | None = None
+) -> dict[str, CheckpointEvent]:
+    """Each checkpoint's event with the highest sequence — exactly what compaction keeps — so a
+    replayed older event changes nothing."""
+    latest = dict(into or {})
+    for event in events:
+        current = latest.get(event.checkpoint_id)
+        if current is None or event.sequence >= current.sequence:
+            latest[event.checkpoint_id] = event
+    return latest
+
+
+def by_status(
+    latest: Iterable[CheckpointEvent], status: CheckpointStatus,
+    keep: Callable[[CheckpointEvent], bool] = lambda _: True,
+) -> list[CheckpointEvent]:
+    """Checkpoints whose newest status is ``status``, newest first: the first ``production`` one
+    is production, the next one is what a rollback restores."""
+    found = [e for e in latest if e.status == status and keep(e)]
+    return sorted(found, key=lambda e: e.sequence, reverse=True)

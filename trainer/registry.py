@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from schemas.checkpoints import CheckpointEvent, CheckpointKind, CheckpointStatus
+from schemas.checkpoints import (
+    CheckpointEvent,
+    CheckpointKind,
+    CheckpointStatus,
+    by_status,
+    newest_per_checkpoint,
+)
 from schemas.ids import uuid7
 from trainer.errors import RegistryError
 
@@ -44,9 +50,7 @@ class Registry:
             ) from None
 
     def _by_status(self, status: CheckpointStatus, model: str | None) -> list[CheckpointEvent]:
-        found = [e for e in self.latest.values()
-                 if e.status == status and (model is None or e.model == model)]
-        return sorted(found, key=lambda e: e.sequence, reverse=True)
+        return by_status(self.latest.values(), status, lambda e: model is None or e.model == model)
 
     def production(self, model: str | None = None) -> CheckpointEvent | None:
         found = self._by_status("production", model)
@@ -89,10 +93,7 @@ class Registry:
 def fold(events: Iterable[CheckpointEvent]) -> Registry:
     """The registry after ``events`` (any order; sequence decides)."""
     history = tuple(sorted(events, key=lambda e: e.sequence))
-    latest: dict[str, CheckpointEvent] = {}
-    for event in history:
-        latest[event.checkpoint_id] = event
-    return Registry(latest=latest, history=history)
+    return Registry(latest=newest_per_checkpoint(history), history=history)
 
 
 def transition(

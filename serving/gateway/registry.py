@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from schemas.checkpoints import CheckpointEvent
+from schemas.checkpoints import CheckpointEvent, CheckpointStatus, by_status, newest_per_checkpoint
 
 __all__ = ["Registry", "Target", "fold", "fold_all", "newest_candidate", "production",
            "resolve_targets"]
@@ -34,22 +34,17 @@ class Target:
 
 def fold(registry: Registry, event: CheckpointEvent) -> dict[str, CheckpointEvent]:
     """The registry after ``event``; a replayed older event for a checkpoint changes nothing."""
-    current = registry.get(event.checkpoint_id)
-    if current is not None and current.sequence > event.sequence:
-        return dict(registry)
-    return {**registry, event.checkpoint_id: event}
+    return newest_per_checkpoint([event], dict(registry))
 
 
 def fold_all(events: Iterable[CheckpointEvent], registry: Registry | None = None) -> dict:
-    state = dict(registry or {})
-    for event in events:
-        state = fold(state, event)
-    return state
+    return newest_per_checkpoint(events, dict(registry or {}))
 
 
-def _newest(registry: Registry, status: str, servable: set[str]) -> CheckpointEvent | None:
-    matching = [e for e in registry.values() if e.status == status and e.checkpoint_id in servable]
-    return max(matching, key=lambda e: e.sequence, default=None)
+def _newest(registry: Registry, status: CheckpointStatus,
+            servable: set[str]) -> CheckpointEvent | None:
+    found = by_status(registry.values(), status, lambda e: e.checkpoint_id in servable)
+    return found[0] if found else None
 
 
 def _servable(registry: Registry, base_path: str | None) -> set[str]:
