@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from schemas.alerts import Alert
-from schemas.checkpoints import CheckpointEvent
+from schemas.checkpoints import CheckpointEvent, by_status, newest_per_checkpoint
 from schemas.ids import uuid7
 from streams.monitors.errors import AlertActionError
 
@@ -29,9 +29,7 @@ class CheckpointHistory:
 
     def add(self, event: CheckpointEvent) -> None:
         self.events.append(event)
-        current = self.latest.get(event.checkpoint_id)
-        if current is None or event.sequence >= current.sequence:
-            self.latest[event.checkpoint_id] = event
+        self.latest = newest_per_checkpoint([event], self.latest)
 
     @property
     def next_sequence(self) -> int:
@@ -39,8 +37,8 @@ class CheckpointHistory:
 
     def production(self) -> CheckpointEvent | None:
         """The serving checkpoint: newest-sequence checkpoint whose status is production."""
-        live = [e for e in self.latest.values() if e.status == "production"]
-        return max(live, key=lambda e: e.sequence, default=None)
+        live = by_status(self.latest.values(), "production")
+        return live[0] if live else None
 
 
 def rollback_event(
