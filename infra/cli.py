@@ -38,6 +38,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode="markdown",  # reflows docstrings' hard line breaks into paragraphs
 )
 
 for _module in _COMMAND_MODULES:
