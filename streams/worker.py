@@ -57,6 +57,14 @@ class WorkerConfig:
     store: str = "rocksdb://"
     batch_max: int = 2000
     batch_within_s: float = 0.1
+    # Per partition and fetch. faust's default (1 MiB) makes a backlog arrive in round trips
+    # of ~1,600 events, and the consumer idles on each one; 16 MiB lets it catch up in a few.
+    fetch_max_bytes_per_partition: int = 16 * 1024 * 1024
+    # faust sends each record in its own produce request by default (no linger, 16 KiB
+    # batches); a batch's records and table writes are sent together, so a few ms of linger
+    # turns thousands of requests into a few per batch.
+    produce_linger_s: float = 0.005
+    produce_batch_bytes: int = 512 * 1024
 
 
 @dataclass
@@ -184,6 +192,8 @@ def build_app(config: WorkerConfig) -> tuple[Any, WorkerTotals]:
         broker=f"kafka://{settings.bootstrap_servers}", store=config.store,
         datadir=str(config.datadir), topic_partitions=settings.topic_partitions,
         web_enabled=False, consumer_auto_offset_reset="earliest",
+        consumer_max_fetch_size=config.fetch_max_bytes_per_partition,
+        producer_linger=config.produce_linger_s, producer_max_batch_size=config.produce_batch_bytes,
     )
     source = app.topic(topic_name(settings.topic_prefix, "events.raw"), key_serializer="raw",
                        value_serializer="raw")
