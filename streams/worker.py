@@ -19,7 +19,7 @@ import logging
 import shutil
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,10 +113,9 @@ class _Shell:
         self.spec = config.spec
         self.table = app.Table("state", key_type=bytes, value_type=bytes,  # bytes: raw codec
                                partitions=config.settings.topic_partitions)
-        self.rewards = app.topic(topic_name(prefix, "rewards"), key_serializer="raw",
-                                 value_serializer="raw")
-        self.late = app.topic(topic_name(prefix, "events.late"), key_serializer="raw",
-                              value_serializer="raw")
+        self.app = app
+        self.rewards_topic = topic_name(prefix, "rewards")
+        self.late_topic = topic_name(prefix, "events.late")
         self.joins: dict[int, PartitionJoin] = {}
         self.totals = WorkerTotals(last_offsets={})
 
@@ -140,6 +139,11 @@ class _Shell:
                      partition, checkpoint.offset, join.open_trajectories)
         return join
 
+    async def _send(self, topic: str, key: bytes, value: bytes) -> Awaitable[Any]:
+        """Hand a record to faust's producer (the one flushed before offsets are committed)
+        without a faust topic's per-record bookkeeping; await the result for Kafka's ack."""
+        return await self.app.producer.send(topic, key, value, None, None, None)
+
     def forget(self, partitions: set[int]) -> None:
         for partition in partitions:
             self.joins.pop(partition, None)
@@ -158,12 +162,12 @@ class _Shell:
                 for event in batch:
                     step = join.step(event.message.value, event.message.offset)
                     for record in step.records:
-                        sends.append(await self.rewards.send(
-                            key=reward_record_key(record.trajectory_id, record.spec_version),
-                            value=record.model_dump_json().encode(), force=True))
+                        sends.append(await self._send(
+                            self.rewards_topic,
+                            reward_record_key(record.trajectory_id, record.spec_version),
+                            record.model_dump_json().encode()))
                     for tid, _, raw in step.late:
-                        sends.append(await self.late.send(key=tid.encode(), value=raw,
-                                                          force=True))
+                        sends.append(await self._send(self.late_topic, tid.encode(), raw))
                     self.totals.records += len(step.records)
                     self.totals.late_events += len(step.late)
                 dirty, checkpoint = join.take_writes()
