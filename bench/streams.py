@@ -43,12 +43,16 @@ async def _bare_loop(settings, topic: str, expected: int) -> float:  # type: ign
 
 
 async def _faust_bare(settings, topic: str, datadir: Path, expected: int) -> float:  # type: ignore[no-untyped-def]
-    """A faust agent that only iterates the same topic: the framework's own ceiling."""
+    """A faust agent that only iterates the same topic: the framework's own ceiling (fetching
+    as much per round trip as the reward join does)."""
     import faust
+
+    from streams.worker import WorkerConfig
 
     app = faust.App(f"{settings.topic_prefix}bench-bare", broker=f"kafka://{settings.bootstrap_servers}",
                     store="memory://", datadir=str(datadir), web_enabled=False,
-                    topic_partitions=settings.topic_partitions, consumer_auto_offset_reset="earliest")
+                    topic_partitions=settings.topic_partitions, consumer_auto_offset_reset="earliest",
+                    consumer_max_fetch_size=WorkerConfig.fetch_max_bytes_per_partition)
     seen = {"events": 0, "first_s": 0.0, "last_s": 0.0}
 
     @app.agent(app.topic(topic, key_serializer="raw", value_serializer="raw"))

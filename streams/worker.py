@@ -19,7 +19,7 @@ import logging
 import shutil
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +57,14 @@ class WorkerConfig:
     store: str = "rocksdb://"
     batch_max: int = 2000
     batch_within_s: float = 0.1
+    # Per partition and fetch. faust's default (1 MiB) makes a backlog arrive in round trips
+    # of ~1,600 events, and the consumer idles on each one; 16 MiB lets it catch up in a few.
+    fetch_max_bytes_per_partition: int = 16 * 1024 * 1024
+    # faust sends each record in its own produce request by default (no linger, 16 KiB
+    # batches); a batch's records and table writes are sent together, so a few ms of linger
+    # turns thousands of requests into a few per batch.
+    produce_linger_s: float = 0.005
+    produce_batch_bytes: int = 512 * 1024
 
 
 @dataclass
@@ -105,10 +113,9 @@ class _Shell:
         self.spec = config.spec
         self.table = app.Table("state", key_type=bytes, value_type=bytes,  # bytes: raw codec
                                partitions=config.settings.topic_partitions)
-        self.rewards = app.topic(topic_name(prefix, "rewards"), key_serializer="raw",
-                                 value_serializer="raw")
-        self.late = app.topic(topic_name(prefix, "events.late"), key_serializer="raw",
-                              value_serializer="raw")
+        self.app = app
+        self.rewards_topic = topic_name(prefix, "rewards")
+        self.late_topic = topic_name(prefix, "events.late")
         self.joins: dict[int, PartitionJoin] = {}
         self.totals = WorkerTotals(last_offsets={})
 
@@ -132,6 +139,11 @@ class _Shell:
                      partition, checkpoint.offset, join.open_trajectories)
         return join
 
+    async def _send(self, topic: str, key: bytes, value: bytes) -> Awaitable[Any]:
+        """Hand a record to faust's producer (the one flushed before offsets are committed)
+        without a faust topic's per-record bookkeeping; await the result for Kafka's ack."""
+        return await self.app.producer.send(topic, key, value, None, None, None)
+
     def forget(self, partitions: set[int]) -> None:
         for partition in partitions:
             self.joins.pop(partition, None)
@@ -150,12 +162,12 @@ class _Shell:
                 for event in batch:
                     step = join.step(event.message.value, event.message.offset)
                     for record in step.records:
-                        sends.append(await self.rewards.send(
-                            key=reward_record_key(record.trajectory_id, record.spec_version),
-                            value=record.model_dump_json().encode(), force=True))
+                        sends.append(await self._send(
+                            self.rewards_topic,
+                            reward_record_key(record.trajectory_id, record.spec_version),
+                            record.model_dump_json().encode()))
                     for tid, _, raw in step.late:
-                        sends.append(await self.late.send(key=tid.encode(), value=raw,
-                                                          force=True))
+                        sends.append(await self._send(self.late_topic, tid.encode(), raw))
                     self.totals.records += len(step.records)
                     self.totals.late_events += len(step.late)
                 dirty, checkpoint = join.take_writes()
@@ -184,6 +196,8 @@ def build_app(config: WorkerConfig) -> tuple[Any, WorkerTotals]:
         broker=f"kafka://{settings.bootstrap_servers}", store=config.store,
         datadir=str(config.datadir), topic_partitions=settings.topic_partitions,
         web_enabled=False, consumer_auto_offset_reset="earliest",
+        consumer_max_fetch_size=config.fetch_max_bytes_per_partition,
+        producer_linger=config.produce_linger_s, producer_max_batch_size=config.produce_batch_bytes,
     )
     source = app.topic(topic_name(settings.topic_prefix, "events.raw"), key_serializer="raw",
                        value_serializer="raw")
