@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "infra.ops_cli",
     "schemas.cli",
     "harness.cli",
+    "harness.policy.cli",
     "serving.cli",
     "bench.cli",
 )
