@@ -21,7 +21,7 @@ def build(
     mix: str = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
                             "(imperfect: the default), clarify or broken-calls (the two "
                             "reward-hacking policies for the demo's --hack)."),
-    steps: int = typer.Option(400, min=1, help="SFT optimiser steps (batch 16)."),
+    steps: int = typer.Option(600, min=1, help="SFT optimiser steps (batch 16)."),
     seed: int = typer.Option(0, help="Seed of demonstrations, initialisation and batches."),
 ) -> None:
     """Build a tiny policy from nothing: demonstrations, tokenizer, model, SFT.

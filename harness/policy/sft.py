@@ -40,10 +40,10 @@ _PATIENT = UserConfig(gives_up_on_needless_question=0.0)
 @dataclass(frozen=True)
 class SftConfig:
     mix: str = "warm"  # a key of harness.policy.expert.MIXES
-    demos_per_task: int = 1
-    steps: int = 400
+    demos_per_task: int = 2
+    steps: int = 600
     batch_size: int = 16
-    learning_rate: float = 2e-3
+    learning_rate: float = 6e-3
     vocab_size: int = 1024
     seed: int = 0
     tasks_per_family: int | None = None  # None: every training task (fewer for quick tests)

@@ -14,11 +14,13 @@ from pathlib import Path
 from harness.tools.sandbox import RunResult, SandboxLimits, run_sandboxed
 from harness.tools.workspace import Workspace
 
-__all__ = ["AMBIGUITY", "Edit", "Task", "materialise", "run_hidden_tests"]
+__all__ = ["AMBIGUITY", "DISTRACTOR", "Edit", "Task", "materialise", "run_hidden_tests"]
 
 # How ambiguous each wording of a request is (0 clear .. 1 ambiguous).
 AMBIGUITY = {"clear": 0.1, "vague": 0.4, "ambiguous": 0.9}
 HIDDEN_TEST_NAME = "_hidden_test.py"
+# A file unrelated to any bug, so that finding the right file is part of the work.
+DISTRACTOR = {"strings.py": 'def shout(s):\n    return s.upper() + "!"\n'}
 _HIDDEN_LIMITS = SandboxLimits(timeout_s=5, cpu_s=5, max_output_bytes=4096)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from harness.tasks.base import Edit, Task
+from harness.tasks.base import DISTRACTOR, Edit, Task
 
 __all__ = ["FAMILY", "make_tasks"]
 
@@ -32,8 +32,8 @@ def _task(index: int, module: str, old: str, caller: bool, clarity: str) -> Task
         test += f"import main\nassert main.report([3, 1, 2]) == {expected}\n"
         solution.append(Edit("main.py", f"{module}.{old}(", f"{module}.{new}("))
     else:
-        files["strings.py"] = 'def shout(s):\n    return s.upper() + "!"\n'
-    clear = f"Rename {old} to {new} in {module}.py."
+        files.update(DISTRACTOR)
+    clear = f'Rename {old} to {new} in "{module}.py".'
     request = {"clear": clear, "vague": f"Rename {old} to {new}.",
                "ambiguous": "Some function names are cryptic. Please fix them."}[clarity]
     # A plausible miss: the definition renamed, the caller (or the exact name) not.

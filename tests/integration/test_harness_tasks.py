@@ -90,3 +90,9 @@ def test_the_turn_budget_ends_a_trajectory_as_aborted() -> None:
                              config=AgentConfig(max_turns=1))
     assert (episode.outcome, episode.turns, episode.passed) == ("aborted", 1, False)
     assert events[-1].type == "trajectory.ended" and events[-1].payload.outcome == "aborted"
+
+
+@pytest.mark.slow
+def test_no_task_passes_its_hidden_tests_as_shipped(tmp_path: Path) -> None:
+    passing = [t.task_id for i, t in enumerate(all_tasks()) if _passes(t, (), tmp_path / str(i))]
+    assert passing == []
