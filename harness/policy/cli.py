@@ -21,7 +21,8 @@ def build(
     mix: str = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
                             "(imperfect: the default), clarify or broken-calls (the two "
                             "reward-hacking policies for the demo's --hack)."),
-    steps: int = typer.Option(600, min=1, help="SFT optimiser steps (batch 16)."),
+    steps: int = typer.Option(600, min=1, help="SFT optimiser steps (batch 16) on the whole "
+                              "corpus, after 300 on first turns only."),
     seed: int = typer.Option(0, help="Seed of demonstrations, initialisation and batches."),
 ) -> None:
     """Build a tiny policy from nothing: demonstrations, tokenizer, model, SFT.
@@ -39,9 +40,10 @@ def build(
     torch.set_num_threads(max(1, min(4, torch.get_num_threads())))
     columns = (TextColumn("[bold]SFT[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
+    config = SftConfig(mix=mix, steps=steps, seed=seed)
     with Progress(*columns) as progress:
-        bar = progress.add_task("sft", total=steps, loss=float("nan"))
-        info = build_policy(out, SftConfig(mix=mix, steps=steps, seed=seed),
+        bar = progress.add_task("sft", total=config.first_turn_steps + steps, loss=float("nan"))
+        info = build_policy(out, config,
                             on_step=lambda step, loss: progress.update(bar, completed=step + 1,
                                                                        loss=loss))
     typer.echo(f"policy written to {out}: {info['demonstrations']} demonstration turns, "
