@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness.errors import PolicyError
 from harness.instrument import EventSink, Recorder, SimClock, TrajectoryContext
-from harness.policy.base import Completion, Message, Policy, render_prompt
+from harness.policy.base import Completion, Message, Policy
 from harness.tasks.base import Task, materialise, run_hidden_tests
 from harness.tools.calls import parse_action
 from harness.tools.executor import CallOutcome, ToolBox
@@ -57,9 +57,6 @@ class Episode:
     def broken_calls(self) -> int:
         return sum(o.error_kind in ("malformed_call", "unknown_tool", "bad_arguments")
                    for o in self.outcomes)
-
-    def transcript(self) -> str:
-        return render_prompt(self.messages).removesuffix("A: ").rstrip()
 
 
 def _served(completion: Completion) -> CompletionServedPayload:

@@ -42,9 +42,6 @@ class Workspace:
             raise SandboxViolation(f"path {path!r} escapes the workspace")
         return real
 
-    def relative(self, real: Path) -> str:
-        return real.relative_to(self.root).as_posix()
-
     def read_text(self, path: str) -> str:
         real = self.resolve(path)
         if not real.is_file():
