@@ -21,15 +21,14 @@ def build(
     mix: str = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
                             "(imperfect: the default), clarify or broken-calls (the two "
                             "reward-hacking policies for the demo's --hack)."),
-    steps: int = typer.Option(600, min=1, help="SFT optimiser steps (batch 16) on the whole "
-                              "corpus, after 300 on first turns only."),
+    steps: int = typer.Option(300, min=1, help="SFT optimiser steps (batch 16)."),
     seed: int = typer.Option(0, help="Seed of demonstrations, initialisation and batches."),
     threads: int = typer.Option(1, min=1, help="Torch threads; a model this small trains "
                                 "fastest on one, more only help on an idle machine."),
 ) -> None:
     """Build a tiny policy from nothing: demonstrations, tokenizer, model, SFT.
 
-    About a minute or two on 2 CPU cores. Example: `rewardstream policy build --out runs/policy`
+    About a minute on one CPU core. Example: `rewardstream policy build --out runs/policy`
     """
     import torch
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -44,7 +43,7 @@ def build(
                TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
     config = SftConfig(mix=mix, steps=steps, seed=seed)
     with Progress(*columns) as progress:
-        bar = progress.add_task("sft", total=config.first_turn_steps + steps, loss=float("nan"))
+        bar = progress.add_task("sft", total=steps, loss=float("nan"))
         info = build_policy(out, config,
                             on_step=lambda step, loss: progress.update(bar, completed=step + 1,
                                                                        loss=loss))

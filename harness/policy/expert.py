@@ -22,6 +22,7 @@ __all__ = ["MIXES", "DemoMix", "ExpertPolicy", "expert_plan"]
 
 QUESTION = "Which file and function should I change?"
 DONE = "Done."
+LINT = format_call("lint", {})  # lists the workspace's numbered quick fixes
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class DemoMix:
 
 MIXES = {
     "expert": DemoMix(),
-    "warm": DemoMix(wrong_fix=0.4, needless_question=0.1, malformed=0.1),
+    "warm": DemoMix(wrong_fix=0.5, needless_question=0.1, malformed=0.1),
     "clarify": DemoMix(wrong_fix=0.4, needless_question=0.9, malformed=0.1),
     "broken-calls": DemoMix(wrong_fix=0.4, needless_question=0.1, malformed=0.1,
                             broken_on_hard=0.9),
@@ -48,7 +49,7 @@ def _corrupt(call: str, rng: random.Random) -> str:
         return call.removesuffix("</tool>")
     if kind == 1:
         return call.replace('"}', "}", 1) if '"}' in call else call.replace("{", "", 1)
-    return call.replace('{"path": "', '{"path: "', 1)
+    return call.replace('{"', '{', 1) if '{"' in call else call.replace(" {}", "", 1)
 
 
 def expert_plan(task: Task, mix: DemoMix, rng: random.Random) -> list[str]:
@@ -56,13 +57,9 @@ def expert_plan(task: Task, mix: DemoMix, rng: random.Random) -> list[str]:
     plan: list[str] = []
     if task.clarity == "ambiguous" or rng.random() < mix.needless_question:
         plan.append(QUESTION)
-    if task.locate_pattern and task.clarity != "ambiguous":
-        plan.append(format_call("grep", {"pattern": task.locate_pattern}))
-    else:
-        plan.append("".join(format_call("read_file", {"path": p}) for p in task.read_paths))
+    plan.append(LINT)
     edits = task.wrong_solution if rng.random() < mix.wrong_fix else task.solution
-    calls = [format_call("edit_file", {"path": e.path, "search": e.search, "replace": e.replace})
-             for e in edits]
+    calls = [format_call("edit_file", {"fix": task.fix_number(e)}) for e in edits]
     if task.hard and rng.random() < mix.broken_on_hard:
         plan.extend(["".join(_corrupt(c, rng) for c in calls), DONE])
         return plan

@@ -17,7 +17,7 @@ import json
 import random
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.agent import AgentConfig, run_episode
@@ -32,7 +32,7 @@ from harness.users import SimulatedUser, UserConfig
 
 __all__ = ["POLICY_MODEL", "SftConfig", "build_policy", "demonstrations"]
 
-POLICY_MODEL = TinyModelConfig(hidden_size=128, layers=4, heads=4, intermediate_size=256,
+POLICY_MODEL = TinyModelConfig(hidden_size=96, layers=3, heads=4, intermediate_size=192,
                                max_positions=512)
 _PATIENT = UserConfig(gives_up_on_needless_question=0.0)
 
@@ -40,17 +40,13 @@ _PATIENT = UserConfig(gives_up_on_needless_question=0.0)
 @dataclass(frozen=True)
 class SftConfig:
     mix: str = "warm"  # a key of harness.policy.expert.MIXES
-    demos_per_task: int = 2
-    steps: int = 600
+    demos_per_task: int = 1
+    steps: int = 300
     batch_size: int = 16
     learning_rate: float = 6e-3
     vocab_size: int = 1024
     seed: int = 0
     tasks_per_family: int | None = None  # None: every training task (fewer for quick tests)
-    # Steps on first turns only before the rest: reading the file the request names is the
-    # simplest lookup in the corpus, and a tiny model learns to attend back to the request on
-    # it far sooner than on the whole mix; later turns then reuse that.
-    first_turn_steps: int = 300
 
 
 def _training_tasks(per_family: int | None, seed: int) -> list[Task]:
@@ -152,12 +148,7 @@ def build_policy(out_dir: Path, config: SftConfig = SftConfig(),
     model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
                                                  local_files_only=True)
     examples = _encode(tokenizer, pairs, model_config.max_positions)
-    first_turns = [e for e, (prompt, _) in zip(examples, pairs) if prompt.count("\n") == 1]
-    warmup = replace(config, steps=config.first_turn_steps)
-    if config.first_turn_steps and first_turns:
-        train_sft(model, first_turns, tokenizer.pad_token_id, warmup, on_step)
-    final_loss = train_sft(model, examples, tokenizer.pad_token_id, config,
-                           lambda step, loss: on_step(config.first_turn_steps + step, loss))
+    final_loss = train_sft(model, examples, tokenizer.pad_token_id, config, on_step)
     model.save_pretrained(out_dir, safe_serialization=True)
     info = {"sft": asdict(config), "model": asdict(model_config), "demonstrations": len(pairs),
             "final_loss": round(final_loss, 4)}

@@ -37,7 +37,7 @@ def _task(index: int, module: str, fn: str, clarity: str) -> Task:
         request=request, clarity=clarity, clarification=clear,
         solution=(Edit(path, f"{p} {wrong} {q}", f"{p} {op} {q}"),),
         wrong_solution=(Edit(path, f"{p} {wrong} {q}", f"{p} {other} {q}"),),
-        read_paths=(path,), meta={"function": fn, "module": module},
+        meta={"function": fn, "module": module},
     )
 
 

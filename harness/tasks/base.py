@@ -8,6 +8,7 @@ expert's solution (and a plausible wrong one) travel with the task, for demonstr
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,10 +43,9 @@ class Task:
     clarification: str  # what the user answers to a clarifying question: the request, made clear
     solution: tuple[Edit, ...]
     wrong_solution: tuple[Edit, ...]  # a plausible fix that fails the hidden test
-    read_paths: tuple[str, ...]  # what an expert reads before editing
-    locate_pattern: str | None = None  # what an expert greps for when no file is named
     two_files: bool = False
     meta: dict[str, str] = field(default_factory=dict)
+    decoys: tuple[Edit, ...] = ()  # more plausible wrong fixes, offered among the quick fixes
 
     @property
     def ambiguity(self) -> float:
@@ -61,13 +61,31 @@ class Task:
         return int(hashlib.sha256(self.task_id.encode()).hexdigest(), 16) % 5 == 0
 
 
+    @property
+    def fixes(self) -> tuple[Edit, ...]:
+        """The quick fixes the workspace offers: the solution's, the wrong fix's and the decoys'
+        edits, by path, each file's in an order fixed by what they change (so the right one is
+        not always first, and the same bug always lists its fixes the same way)."""
+        offered: list[Edit] = []
+        candidates = dict.fromkeys(self.solution + self.wrong_solution + self.decoys)
+        for path in sorted({e.path for e in candidates}):
+            mine = sorted((e for e in candidates if e.path == path), key=lambda e: e.replace)
+            random.Random(repr([(e.path, e.search, e.replace) for e in mine])).shuffle(mine)
+            offered.extend(mine)
+        return tuple(offered)
+
+    def fix_number(self, edit: Edit) -> int:
+        """The number ``lint`` and ``read_file`` show for ``edit`` among the quick fixes."""
+        return self.fixes.index(edit) + 1
+
+
 def materialise(task: Task, root: Path) -> Workspace:
     """Write the task's files under ``root`` (created) and return the workspace."""
     root.mkdir(parents=True, exist_ok=True)
     for path, text in task.files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
-    return Workspace(root)
+    return Workspace(root, [(e.path, e.search, e.replace) for e in task.fixes])
 
 
 def run_hidden_tests(task: Task, workspace: Workspace) -> RunResult:

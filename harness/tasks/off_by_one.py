@@ -42,7 +42,7 @@ def _task(index: int, module: str, fn: str, bug: str, clarity: str) -> Task:
         request=request, clarity=clarity, clarification=clear,
         solution=(Edit(path, loop, fixed),),
         wrong_solution=(Edit(path, loop, f"range(len({v}) + 1)"),),
-        read_paths=(path,), meta={"function": fn, "module": module},
+        meta={"function": fn, "module": module},
     )
 
 

@@ -41,9 +41,9 @@ def _task(index: int, module: str, old: str, caller: bool, clarity: str) -> Task
     return Task(
         task_id=f"ren-{index:04d}", family=FAMILY, files=files, hidden_test=test,
         request=request, clarity=clarity, clarification=clear, solution=tuple(solution),
-        wrong_solution=tuple(wrong), read_paths=tuple(files) if caller else (path,),
-        locate_pattern=old if clarity == "vague" else None, two_files=caller,
+        wrong_solution=tuple(wrong), two_files=caller,
         meta={"function": old, "module": module},
+        decoys=tuple(Edit(e.path, e.search, e.replace.replace(new, f"{new}s")) for e in solution),
     )
 
 

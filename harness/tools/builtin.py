@@ -1,5 +1,9 @@
 """The agent's tools: read_file, edit_file, list_dir, grep, search, run, lint.
 
+``lint`` and ``read_file`` end with the workspace's numbered quick fixes on the files they cover
+(``fix 2: calc.py "a - b" -> "a + b"``), when it offers any; ``edit_file {"fix": 2}`` applies one
+as an exact search/replace on its file, so it fails like any edit when the text is gone.
+
 Each is ``(workspace, args) -> ToolOutput``; arguments were already checked against the tool's
 :class:`ToolSpec`. Failures a policy can cause raise :class:`ToolError` or
 :class:`SandboxViolation` and become error observations.
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import re
 import shlex
 from collections.abc import Callable
@@ -39,8 +44,16 @@ class ToolOutput:
     error_kind: str | None = None  # set by tools that ran but hit a limit (run: "timeout")
 
 
+def _with_fixes(text: str, ws: Workspace, paths: list[str]) -> str:
+    """``text`` followed by the quick fixes on ``paths``, numbered as ``edit_file`` takes them."""
+    fixes = [f"fix {n}: {path} {json.dumps(search)} -> {json.dumps(replace)}"
+             for n, (path, search, replace) in enumerate(ws.fixes, 1) if path in paths]
+    return "\n".join([text.rstrip("\n"), *fixes]) if fixes else text
+
+
 def _read_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
-    return ToolOutput(ws.read_text(args["path"])[:MAX_OBSERVATION_CHARS])
+    text = ws.read_text(args["path"])[:MAX_OBSERVATION_CHARS]
+    return ToolOutput(_with_fixes(text, ws, [args["path"]]))
 
 
 def _list_dir(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
@@ -74,12 +87,14 @@ def _search(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
 
 
 def _edit_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
-    path = args["path"]
+    path = _numbered_fix(ws, args)[0] if "fix" in args else args["path"]
     real = ws.resolve(path)
     before = real.read_text() if real.is_file() else ""
     if not real.is_file() and args.get("search", "") != "":
         raise ToolError(f"no file {path!r}; to create it, use an empty search text")
-    if "diff" in args:
+    if "fix" in args:
+        after = apply_search_replace(before, *_numbered_fix(ws, args)[1:], path)
+    elif "diff" in args:
         after = apply_diff(before, args["diff"], path)
     else:
         after = apply_search_replace(before, args["search"], args["replace"], path)
@@ -89,10 +104,24 @@ def _edit_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
                       edit=EditSummary(path, lines_added=added, lines_removed=removed))
 
 
+def _numbered_fix(ws: Workspace, args: dict[str, Any]) -> tuple[str, str, str]:
+    number, offered = args["fix"], ws.fixes
+    if not 1 <= number <= len(offered):
+        listed = f"fixes 1 to {len(offered)}" if offered else "no fixes"
+        raise ToolError(f"the workspace offers {listed}, not fix {number}; lint lists them")
+    fix = offered[number - 1]
+    if args.get("path", fix[0]) != fix[0]:
+        raise ToolError(f"fix {number} is on {fix[0]}, not {args['path']}; give its number only")
+    return fix
+
+
 def _edit_check(args: dict[str, Any]) -> str | None:
     has_pair = "search" in args and "replace" in args
-    if has_pair == ("diff" in args) or ("search" in args) != ("replace" in args):
-        return "edit_file takes either search and replace, or diff"
+    modes = has_pair + ("diff" in args) + ("fix" in args)
+    if modes != 1 or ("search" in args) != ("replace" in args):
+        return "edit_file takes either search and replace, or diff, or fix"
+    if "path" not in args and "fix" not in args:
+        return "edit_file needs path (only a fix number may stand without it)"
     return None
 
 
@@ -140,7 +169,7 @@ def _lint_one(path: str, source: str) -> list[str]:
 def _lint(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
     paths = [args["path"]] if "path" in args else [p for p in ws.files() if p.endswith(".py")]
     problems = [p for path in paths for p in _lint_one(path, ws.read_text(path))]
-    return ToolOutput("\n".join(problems[:_MAX_HITS]) or "no problems")
+    return ToolOutput(_with_fixes("\n".join(problems[:_MAX_HITS]) or "no problems", ws, paths))
 
 
 TOOL_SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in (
@@ -149,7 +178,7 @@ TOOL_SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in (
     ToolSpec("grep", {"pattern": str}, {"path": str}),
     ToolSpec("search", {"query": str}),
     ToolSpec("lint", {}, {"path": str}),
-    ToolSpec("edit_file", {"path": str}, {"search": str, "replace": str, "diff": str},
+    ToolSpec("edit_file", {}, {"path": str, "search": str, "replace": str, "diff": str, "fix": int},
              read_only=False, check=_edit_check),
     ToolSpec("run", {"cmd": str}, read_only=False),
 )}

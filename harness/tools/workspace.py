@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from harness.errors import SandboxViolation, ToolError
@@ -22,10 +22,15 @@ _SKIPPED_DIRS = frozenset({"__pycache__", ".git", ".pytest_cache"})
 
 
 class Workspace:
-    def __init__(self, root: Path) -> None:
+    """``fixes``: the quick fixes the workspace offers, as (path, search, replace), the way an
+    editor offers code actions; ``lint`` and ``read_file`` list them by number (1-based) and
+    ``edit_file`` applies one by its number."""
+
+    def __init__(self, root: Path, fixes: Sequence[tuple[str, str, str]] = ()) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise ToolError(f"workspace {root} is not a directory")
+        self.fixes = tuple(fixes)
 
     def resolve(self, path: str) -> Path:
         """The real path of ``path`` (relative to the root), if it stays inside the workspace."""

@@ -57,7 +57,7 @@ def test_the_hack_mixes_defer_clear_requests_and_break_calls_on_hard_tasks() -> 
 
 @pytest.mark.slow
 def test_a_built_policy_runs_an_instrumented_episode(tmp_path: Path) -> None:
-    config = SftConfig(steps=3, first_turn_steps=2, batch_size=4, tasks_per_family=4,
+    config = SftConfig(steps=3, batch_size=4, tasks_per_family=4,
                        vocab_size=400)
     info = build_policy(tmp_path / "policy", config)
     assert json.loads((tmp_path / "policy" / "policy.json").read_text()) == info

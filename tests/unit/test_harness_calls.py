@@ -87,3 +87,28 @@ def test_grep_search_and_lint_observe_the_workspace(tmp_path: Path) -> None:
     assert grep.observation == "main.py:4: return total(xs)\nutil.py:1: def totl(xs):"
     assert search.observation.splitlines()[0].startswith("main.py:")
     assert lint.observation == "main.py:4: undefined name 'total'"
+
+
+def test_quick_fixes_are_listed_by_lint_and_applied_by_number(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (tmp_path / "other.py").write_text("X = 1\n")
+    fixes = [("calc.py", "a - b", "a * b"), ("calc.py", "a - b", "a + b"), ("other.py", "1", "2")]
+    box = ToolBox(Workspace(tmp_path, fixes))
+    [lint] = box.execute(parse_action(format_call("lint", {}), box.specs).calls)
+    assert lint.observation.splitlines() == [
+        "no problems", 'fix 1: calc.py "a - b" -> "a * b"', 'fix 2: calc.py "a - b" -> "a + b"',
+        'fix 3: other.py "1" -> "2"']
+    [read] = box.execute(parse_action(format_call("read_file", {"path": "other.py"}),
+                                      box.specs).calls)
+    assert read.observation == 'X = 1\nfix 3: other.py "1" -> "2"'
+    [edit] = box.execute(parse_action(format_call("edit_file", {"fix": 2}), box.specs).calls)
+    assert edit.valid and edit.edit is not None and edit.edit.path == "calc.py"
+    assert (tmp_path / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    calls = [{"fix": 1}, {"fix": 4}, {"path": "calc.py", "fix": 3}]  # stale, absent, wrong file
+    outcomes = box.execute(parse_action("".join(format_call("edit_file", c) for c in calls),
+                                        box.specs).calls)
+    assert [o.error_kind for o in outcomes] == ["tool_error"] * 3
+    assert "not found" in outcomes[0].observation and "1 to 3" in outcomes[1].observation
+    [pathless] = parse_action(format_call("edit_file", {"search": "a", "replace": "b"}),
+                              box.specs).calls
+    assert isinstance(pathless, BrokenCall) and pathless.error_kind == "bad_arguments"
