@@ -50,7 +50,7 @@ def test_quick_fixes_offer_the_solution_among_wrong_fixes_in_varying_order() -> 
         for task in tasks:
             assert set(task.solution + task.wrong_solution) <= set(task.fixes)
             assert len(task.fixes) >= 2 * len(task.solution)
-        assert {task.fix_number(task.solution[0]) for task in tasks} == {1, 2}
+        assert {task.fix_number(task.solution[0]) for task in tasks} >= {1, 2}
 
 
 def _types(events: list) -> list[str]:
