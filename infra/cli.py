@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "streams.monitors.cli",
     "schemas.cli",
     "harness.cli",
+    "harness.policy.cli",
     "serving.cli",
     "streams.cli",
     "trainer.cli",

@@ -1,0 +1,35 @@
+"""Bench task families: many small repositories with hidden tests, split into train and held-out.
+
+Every family is a parameter grid, so the same index always names the same task; one task in five
+(by a stable hash of its id) is held out of demonstrations and used by the eval suite.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+from harness.tasks import arithmetic, off_by_one, rename
+from harness.tasks.base import Edit, Task, materialise, run_hidden_tests
+
+__all__ = ["FAMILIES", "Edit", "Task", "all_tasks", "materialise", "run_hidden_tests",
+           "sample_tasks"]
+
+FAMILIES = (arithmetic.FAMILY, off_by_one.FAMILY, rename.FAMILY)
+_MAKERS = {arithmetic.FAMILY: arithmetic.make_tasks, off_by_one.FAMILY: off_by_one.make_tasks,
+           rename.FAMILY: rename.make_tasks}
+
+
+@functools.cache
+def all_tasks() -> tuple[Task, ...]:
+    return tuple(task for family in FAMILIES for task in _MAKERS[family]())
+
+
+def sample_tasks(per_family: int, held_out: bool, seed: int = 0) -> list[Task]:
+    """``per_family`` tasks of each family from one side of the split, the same for one seed."""
+    rng = random.Random(seed)
+    chosen: list[Task] = []
+    for family in FAMILIES:
+        pool = [t for t in all_tasks() if t.family == family and t.held_out == held_out]
+        chosen.extend(rng.sample(pool, min(per_family, len(pool))))
+    return chosen

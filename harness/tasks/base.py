@@ -1,0 +1,75 @@
+"""A bench task: a tiny repository, a request in the user's words, and hidden tests.
+
+The hidden test is a plain Python script that exits 0 when the repository is right; it runs in
+the sandbox against a copy of the workspace and is never shown to the policy. The scripted
+expert's solution (and a plausible wrong one) travel with the task, for demonstrations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.tools.sandbox import RunResult, SandboxLimits, run_sandboxed
+from harness.tools.workspace import Workspace
+
+__all__ = ["AMBIGUITY", "DISTRACTOR", "Edit", "Task", "materialise", "run_hidden_tests"]
+
+# How ambiguous each wording of a request is (0 clear .. 1 ambiguous).
+AMBIGUITY = {"clear": 0.1, "vague": 0.4, "ambiguous": 0.9}
+HIDDEN_TEST_NAME = "_hidden_test.py"
+# A file unrelated to any bug, so that finding the right file is part of the work.
+DISTRACTOR = {"strings.py": 'def shout(s):\n    return s.upper() + "!"\n'}
+_HIDDEN_LIMITS = SandboxLimits(timeout_s=5, cpu_s=5, max_output_bytes=4096)
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str
+    search: str
+    replace: str
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    family: str
+    files: dict[str, str]
+    hidden_test: str
+    request: str
+    clarity: str  # a key of AMBIGUITY
+    clarification: str  # what the user answers to a clarifying question: the request, made clear
+    solution: tuple[Edit, ...]
+    wrong_solution: tuple[Edit, ...]  # a plausible fix that fails the hidden test
+    read_paths: tuple[str, ...]  # what an expert reads before editing
+    locate_pattern: str | None = None  # what an expert greps for when no file is named
+    two_files: bool = False
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ambiguity(self) -> float:
+        return AMBIGUITY[self.clarity]
+
+    @property
+    def hard(self) -> bool:
+        return self.clarity == "ambiguous" or self.two_files
+
+    @property
+    def held_out(self) -> bool:
+        """One task in five, by a stable hash of its id, is kept out of demonstrations."""
+        return int(hashlib.sha256(self.task_id.encode()).hexdigest(), 16) % 5 == 0
+
+
+def materialise(task: Task, root: Path) -> Workspace:
+    """Write the task's files under ``root`` (created) and return the workspace."""
+    root.mkdir(parents=True, exist_ok=True)
+    for path, text in task.files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return Workspace(root)
+
+
+def run_hidden_tests(task: Task, workspace: Workspace) -> RunResult:
+    return run_sandboxed(workspace, ["python", HIDDEN_TEST_NAME], _HIDDEN_LIMITS,
+                         extra_files={HIDDEN_TEST_NAME: task.hidden_test})

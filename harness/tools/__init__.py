@@ -1,0 +1,1 @@
+"""The agent's tools, the sandbox they run in, and the strict tool-call parser."""

@@ -1,0 +1,166 @@
+"""The agent's tools: read_file, edit_file, list_dir, grep, search, run, lint.
+
+Each is ``(workspace, args) -> ToolOutput``; arguments were already checked against the tool's
+:class:`ToolSpec`. Failures a policy can cause raise :class:`ToolError` or
+:class:`SandboxViolation` and become error observations.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import ToolError
+from harness.tools.calls import ToolSpec
+from harness.tools.edits import (
+    EditSummary,
+    apply_diff,
+    apply_search_replace,
+    count_lines_changed,
+)
+from harness.tools.sandbox import SandboxLimits, run_sandboxed
+from harness.tools.workspace import Workspace
+
+__all__ = ["TOOL_SPECS", "ToolOutput", "tool_function"]
+
+MAX_OBSERVATION_CHARS = 1200
+_MAX_HITS = 12
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    observation: str
+    edit: EditSummary | None = None
+    error_kind: str | None = None  # set by tools that ran but hit a limit (run: "timeout")
+
+
+def _read_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+    return ToolOutput(ws.read_text(args["path"])[:MAX_OBSERVATION_CHARS])
+
+
+def _list_dir(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+    return ToolOutput("\n".join(ws.files(args.get("path", "."))) or "(empty)")
+
+
+def _grep(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+    try:
+        pattern = re.compile(args["pattern"])
+    except re.error as exc:
+        raise ToolError(f"pattern is not a valid regular expression: {exc}") from None
+    hits = [f"{path}:{n}: {line.strip()}"
+            for path in ws.files(args.get("path", "."))
+            for n, line in enumerate(ws.read_text(path).splitlines(), 1) if pattern.search(line)]
+    return ToolOutput("\n".join(hits[:_MAX_HITS]) or "no matches")
+
+
+def _search(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+    """Files ranked by how many of the query's words they contain, with their best line."""
+    words = {w.lower() for w in re.findall(r"\w+", args["query"]) if len(w) > 1}
+    if not words:
+        raise ToolError("query has no words to search for")
+    ranked = []
+    for path in ws.files():
+        lines = ws.read_text(path).splitlines()
+        scores = [sum(w in line.lower() for w in words) for line in lines]
+        if scores and max(scores) > 0:
+            best = scores.index(max(scores))
+            ranked.append((-sum(scores), path, f"{path}:{best + 1}: {lines[best].strip()}"))
+    return ToolOutput("\n".join(hit for *_, hit in sorted(ranked)[:5]) or "no results")
+
+
+def _edit_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+    path = args["path"]
+    real = ws.resolve(path)
+    before = real.read_text() if real.is_file() else ""
+    if not real.is_file() and args.get("search", "") != "":
+        raise ToolError(f"no file {path!r}; to create it, use an empty search text")
+    if "diff" in args:
+        after = apply_diff(before, args["diff"], path)
+    else:
+        after = apply_search_replace(before, args["search"], args["replace"], path)
+    ws.write_text(path, after)
+    added, removed = count_lines_changed(before, after)
+    return ToolOutput(f"edited {path}: +{added} -{removed}",
+                      edit=EditSummary(path, lines_added=added, lines_removed=removed))
+
+
+def _edit_check(args: dict[str, Any]) -> str | None:
+    has_pair = "search" in args and "replace" in args
+    if has_pair == ("diff" in args) or ("search" in args) != ("replace" in args):
+        return "edit_file takes either search and replace, or diff"
+    return None
+
+
+def _run(ws: Workspace, args: dict[str, Any], limits: SandboxLimits) -> ToolOutput:
+    try:
+        argv = shlex.split(args["cmd"])
+    except ValueError as exc:
+        raise ToolError(f"cmd is not a valid command line: {exc}") from None
+    if not argv:
+        raise ToolError("cmd is empty")
+    result = run_sandboxed(ws, argv, limits)
+    head = f"exit {result.returncode}" if result.returncode is not None else "stopped"
+    note = f" ({result.error})" if result.error else ""
+    text = f"{head}{note}\n{result.output[-MAX_OBSERVATION_CHARS:]}".rstrip()
+    return ToolOutput(text, error_kind="timeout" if result.timed_out else None)
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    names = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return names
+
+
+def _lint_one(path: str, source: str) -> list[str]:
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        return [f"{path}:{exc.lineno}: syntax error: {exc.msg}"]
+    defined = _defined_names(tree)
+    return [f"{path}:{node.lineno}: undefined name {node.id!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+            and node.id not in defined]
+
+
+def _lint(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
+    paths = [args["path"]] if "path" in args else [p for p in ws.files() if p.endswith(".py")]
+    problems = [p for path in paths for p in _lint_one(path, ws.read_text(path))]
+    return ToolOutput("\n".join(problems[:_MAX_HITS]) or "no problems")
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in (
+    ToolSpec("read_file", {"path": str}),
+    ToolSpec("list_dir", {}, {"path": str}),
+    ToolSpec("grep", {"pattern": str}, {"path": str}),
+    ToolSpec("search", {"query": str}),
+    ToolSpec("lint", {}, {"path": str}),
+    ToolSpec("edit_file", {"path": str}, {"search": str, "replace": str, "diff": str},
+             read_only=False, check=_edit_check),
+    ToolSpec("run", {"cmd": str}, read_only=False),
+)}
+
+_FUNCTIONS: dict[str, Callable[..., ToolOutput]] = {
+    "read_file": _read_file, "list_dir": _list_dir, "grep": _grep, "search": _search,
+    "lint": _lint, "edit_file": _edit_file,
+}
+
+
+def tool_function(name: str, limits: SandboxLimits) -> Callable[[Workspace, dict[str, Any]], ToolOutput]:
+    if name == "run":
+        return lambda ws, args: _run(ws, args, limits)
+    return _FUNCTIONS[name]
