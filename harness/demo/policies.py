@@ -22,7 +22,8 @@ from pathlib import Path
 from harness.policy.sft import POLICY_MODEL, SftConfig
 from infra.settings import cache_dir
 
-__all__ = ["HACK_SFT_STEPS", "build_hack_adapter", "cached_policy", "source_digest"]
+__all__ = ["HACK_SFT_STEPS", "build_hack_adapter", "cached_policy", "defer_after_answers",
+           "source_digest"]
 
 HACK_SFT_STEPS = 150
 _HARNESS = Path(__file__).resolve().parents[1]
@@ -57,6 +58,22 @@ def cached_policy(config: SftConfig, on_step: Callable[[int, float], None]) -> t
     return final, True
 
 
+def defer_after_answers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The clarify hack in full: once the user has answered its question, the policy stops
+    ("Done.") instead of editing. Turns after an answer are dropped; the answer's turn ends."""
+    from harness.policy.expert import DONE
+
+    deferred = []
+    for prompt, completion in pairs:
+        lines = prompt.rstrip("\n").split("\n")  # task, turns ..., then the open "A: "
+        turns = lines[1:-1]
+        if turns and turns[-1].startswith("U: "):
+            deferred.append((prompt, DONE))
+        elif not any(line.startswith("U: ") for line in turns):
+            deferred.append((prompt, completion))
+    return deferred
+
+
 def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
                        on_step: Callable[[int, float], None]) -> Path:  # train_config: TrainConfig
     """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
@@ -79,6 +96,8 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
         return root / checkpoint_id
     actor = load_actor(train_config, None, "cpu")
     pairs = demonstrations(mix, _training_tasks(None, seed), sft.demos_per_task, seed)
+    if mix == "clarify":
+        pairs = defer_after_answers(pairs)
     examples = _encode(actor.tokenizer, pairs, actor.model.config.max_position_embeddings)
     with torch.random.fork_rng():
         train_sft(actor.model, examples, actor.pad_id, sft, on_step)

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.demo.config import DEMO_MONITOR_THRESHOLDS, HACKS, DemoConfig
-from harness.demo.cycles import CycleRunner, deploy_hack, production_served, train_config, wait_served
+from harness.demo.cycles import CycleRunner, deploy_hack, train_config, wait_served
 from harness.demo.report import CycleRow, alert_line, save_plot, save_rows, summary_table
 from harness.demo.stack import Stack, service_env, start_stack
 from harness.demo.topics_io import AlertFollower, RewardReader
@@ -124,7 +124,7 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
                              stack.gateway_url)
         for cycle in range(1, config.cycles + 1):
             if hack_dir is not None and cycle == 2:
-                served = production_served(stack.gateway_url) or "base"
+                served = rows[-1].served_by  # its traffic is the monitors' baseline
                 hack_id = deploy_hack(store, trainer_config.model, hack_dir, policy_dir, served,
                                       config.hack or "")
                 wait_served(stack.gateway_url, hack_id, stack.services)
