@@ -12,7 +12,7 @@ __all__ = ["register"]
 
 def demo(
     cycles: int = typer.Option(5, min=1, help="Training cycles to run."),
-    trajectories: int = typer.Option(24, min=1, help="Simulated users' trajectories per cycle."),
+    trajectories: int = typer.Option(16, min=1, help="Simulated users' trajectories per cycle."),
     hack: Optional[str] = typer.Option(None, help="Deploy a reward-gaming variant after the "
                                        "first cycle: clarify (asks instead of editing) or "
                                        "broken-calls (broken calls instead of hard attempts)."),
@@ -22,9 +22,11 @@ def demo(
     batch_records: int = typer.Option(8, min=1, help="Reward records per update."),
     temperature: float = typer.Option(1.0, min=0.05, help="Sampling temperature (serving and "
                                       "the gate's evals)."),
-    concurrency: int = typer.Option(3, min=1, help="Trajectories in flight at once."),
-    eval_per_family: int = typer.Option(6, min=1, help="Held-out gate tasks per family."),
+    concurrency: int = typer.Option(2, min=1, help="Trajectories in flight at once."),
+    eval_per_family: int = typer.Option(3, min=1, help="Held-out gate tasks per family."),
     seed: int = typer.Option(0, help="Seed of tasks, users and training."),
+    port_offset: int = typer.Option(0, help="Added to the services' ports (ingest 18400, "
+                                    "gateway 18000, console 18090), to run two demos at once."),
 ) -> None:
     """The closed loop on this machine: broker, ingest, reward worker, monitors, console,
     gateway and trainer; simulated users work with the served policy, their events become
@@ -45,7 +47,9 @@ def demo(
     config = DemoConfig(run_dir=run_dir, cycles=cycles, trajectories=trajectories, hack=hack,
                         lr=lr, lora_rank=lora_rank, batch_records=batch_records,
                         temperature=temperature, concurrency=concurrency,
-                        eval_per_family=eval_per_family, seed=seed)
+                        eval_per_family=eval_per_family, seed=seed,
+                        ingest_port=18400 + port_offset, gateway_port=18000 + port_offset,
+                        console_port=18090 + port_offset)
     typer.echo(f"run directory: {run_dir}")
     run_demo(config, prefix)
 

@@ -95,6 +95,7 @@ class CycleRunner:
     def run(self, cycle: int) -> CycleRow:
         config = self.config
         served_by = production_served(self.gateway_url) or "?"
+        started = time.monotonic()
         with self._progress() as progress:
             bar = progress.add_task(f"cycle {cycle}: trajectories", total=config.trajectories)
             summaries = self.traffic.run(config.trajectories, config.seed * 1000 + cycle,
@@ -106,6 +107,7 @@ class CycleRunner:
                                            lambda n: progress.update(rewards, completed=n))
             progress.add_task(f"cycle {cycle}: update + gate ({len(consumed)} records)",
                               total=None)
+            collected = time.monotonic()
             result = self.training.run(consumed)
         self.services.check_alive()
         figures = cycle_figures([c.record for c in consumed if c.record is not None])
@@ -119,7 +121,8 @@ class CycleRunner:
         row = CycleRow(cycle, served_by, figures, decision,
                        result.checkpoint_id if result else "",
                        float(evidence.get("candidate_mean", float("nan"))),
-                       float(evidence.get("incumbent_mean", float("nan"))))
+                       float(evidence.get("incumbent_mean", float("nan"))),
+                       collected - started, time.monotonic() - collected)
         self.console.print(cycle_line(row))
         self.console.print(components_line(figures))
         return row

@@ -25,7 +25,7 @@ from infra.settings import cache_dir
 __all__ = ["HACK_SFT_STEPS", "build_hack_adapter", "cached_policy", "defer_after_answers",
            "source_digest"]
 
-HACK_SFT_STEPS = 150
+HACK_SFT_STEPS = 80
 _HARNESS = Path(__file__).resolve().parents[1]
 _SHAPING_SOURCES = ("agent.py", "users.py", "instrument.py", "policy", "tasks", "tools")
 
@@ -38,8 +38,11 @@ def source_digest(extra: object) -> str:
         for path in sorted([root] if root.is_file() else root.rglob("*.py")):
             digest.update(path.relative_to(_HARNESS).as_posix().encode())
             digest.update(path.read_bytes())
-    digest.update((Path(__file__).read_bytes()))
     return digest.hexdigest()[:16]
+
+
+def _own_digest() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 def cached_policy(config: SftConfig, on_step: Callable[[int, float], None]) -> tuple[Path, bool]:
@@ -87,7 +90,7 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
     base = train_config.model_dir.resolve()
     sft = replace(SftConfig(), mix=mix, steps=HACK_SFT_STEPS, learning_rate=learning_rate,
                   seed=seed, first_turn_steps=0)
-    key = source_digest({"hack": asdict(sft), "base": str(base),
+    key = source_digest({"hack": asdict(sft), "base": str(base), "code": _own_digest(),
                          "lora": [train_config.lora_rank, train_config.lora_alpha,
                                   train_config.lora_targets]})
     root = cache_dir() / f"demo-hack-{key}"

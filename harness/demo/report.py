@@ -23,6 +23,8 @@ class CycleRow:
     candidate: str
     eval_candidate: float
     eval_incumbent: float
+    traffic_s: float  # trajectories and their reward records
+    update_gate_s: float  # the trainer's update(s) and the gate
 
 
 def _short(checkpoint_id: str) -> str:
@@ -36,7 +38,8 @@ def cycle_line(row: CycleRow) -> str:
             f"kept-edit {f.kept_edit_rate:.2f}, edit {f.edit_rate:.2f}, "
             f"dissatisfied {f.dissatisfied_rate:.2f}, broken-call {f.broken_call_rate:.2f}, "
             f"latency {f.latency_ms:.0f} ms → gate: [bold]{row.decision}[/] "
-            f"(evals {row.eval_candidate:.2f} vs {row.eval_incumbent:.2f})")
+            f"(evals {row.eval_candidate:.2f} vs {row.eval_incumbent:.2f}); "
+            f"traffic {row.traffic_s:.0f} s, update + gate {row.update_gate_s:.0f} s")
 
 
 def components_line(figures: CycleFigures) -> str:

@@ -58,7 +58,7 @@ def _hack_adapter(console: Console, config: DemoConfig, trainer_config) -> Path:
 
     progress, bar = _bar(console, f"--hack {config.hack} variant", HACK_SFT_STEPS)
     with progress:
-        path = build_hack_adapter(HACKS[config.hack], trainer_config, 3e-3, config.seed,
+        path = build_hack_adapter(HACKS[config.hack], trainer_config, 5e-3, config.seed,
                                   lambda step, loss: progress.update(bar, completed=step + 1,
                                                                      loss=loss))
     console.print(f"[bold]--hack {config.hack}[/] variant (LoRA over the policy): {path}")
