@@ -105,6 +105,7 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
     traffic: Traffic | None = None
     reader: RewardReader | None = None
     rows: list[CycleRow] = []
+    interrupted = False
     try:
         stack = start_stack(config, env, policy_dir)
         _announce(console, config, stack, prefix)
@@ -132,13 +133,19 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
                               f"around the gate (parent {served}); watch the monitors")
             rows.append(runner.run(cycle))
         time.sleep(2 * DEMO_MONITOR_THRESHOLDS["window_s"])  # let the last windows close
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted after {len(rows)} cycle(s); stopping services[/]")
+        interrupted = True
     finally:
         signal.signal(signal.SIGTERM, previous)
         for closer in (alerts and alerts.stop, traffic and traffic.close,
                        reader and reader.close, stack and stack.services.stop_all):
             if closer:
                 closer()
-    _finish(console, config, rows, alerts)
+    if rows:
+        _finish(console, config, rows, alerts)
+    if interrupted:
+        raise SystemExit(130)
     return rows
 
 
