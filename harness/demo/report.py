@@ -104,6 +104,7 @@ def save_plot(rows: list[CycleRow], path: Path, title: str) -> Path:
         bottom.plot(cycles, values, marker="o", label=name)
     bottom.set_ylabel("rate")
     bottom.set_xlabel("cycle")
+    bottom.set_xticks(cycles)
     bottom.set_ylim(-0.02, 1.02)
     bottom.legend(loc="best", fontsize=8)
     fig.suptitle(title)

@@ -9,6 +9,7 @@ Every service is stopped at the end, also on Ctrl-C or failure.
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -87,7 +88,7 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
     from harness.evals import HarnessEvalSuite
     from schemas.topics import topic_name
 
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 150)
     config.run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     settings = replace(load_settings(), topic_prefix=prefix)
