@@ -19,10 +19,10 @@ HACKS = {"clarify": "clarify", "broken-calls": "broken-calls"}
 DEMO_MONITOR_THRESHOLDS = {
     "window_s": 10,
     "grace_s": 2,
-    "threshold": 3.0,
+    "threshold": 2.5,
     "min_baseline_n": 15.0,
     "min_current_n": 8.0,
-    "baseline_z": 1.0,
+    "baseline_z": 0.0,
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }

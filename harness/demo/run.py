@@ -8,6 +8,7 @@ Every service is stopped at the end, also on Ctrl-C or failure.
 
 from __future__ import annotations
 
+import secrets
 import signal
 import sys
 import time
@@ -29,7 +30,7 @@ __all__ = ["run_demo", "new_run_dir"]
 
 
 def new_run_dir(root: Path) -> tuple[Path, str]:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     return root / f"demo-{stamp}", f"demo-{stamp}."
 
 
