@@ -2,19 +2,56 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
 
 __all__ = ["register"]
 
 
 def demo(
-    trajectories: int = typer.Option(3, min=1, help="How many sample trajectories to send."),
+    cycles: int = typer.Option(5, min=1, help="Training cycles to run."),
+    trajectories: int = typer.Option(16, min=1, help="Simulated users' trajectories per cycle."),
+    hack: Optional[str] = typer.Option(None, help="Deploy a reward-gaming variant after the "
+                                       "first cycle: clarify (asks instead of editing) or "
+                                       "broken-calls (broken calls instead of hard attempts)."),
+    runs: Path = typer.Option(Path("runs"), help="Where the run directory is made."),
+    lr: float = typer.Option(2e-3, help="Learning rate of the LoRA policy-gradient updates."),
+    lora_rank: int = typer.Option(8, min=1, help="LoRA rank."),
+    batch_records: int = typer.Option(8, min=1, help="Reward records per update."),
+    temperature: float = typer.Option(0.5, min=0.05, help="Sampling temperature (serving and "
+                                      "the gate's evals)."),
+    concurrency: int = typer.Option(2, min=1, help="Trajectories in flight at once."),
+    eval_per_family: int = typer.Option(3, min=1, help="Held-out gate tasks per family."),
+    seed: int = typer.Option(0, help="Seed of tasks, users and training."),
+    port_offset: int = typer.Option(0, help="Added to the services' ports (ingest 18400, "
+                                    "gateway 18000, console 18090), to run two demos at once."),
 ) -> None:
-    """Start the local broker, create the topics, send sample trajectories to events.raw and show
-    them arriving from the log."""
-    from harness.quickstart import run_quickstart
+    """The closed loop on this machine: broker, ingest, reward worker, monitors, console,
+    gateway and trainer; simulated users work with the served policy, their events become
+    rewards, each cycle trains a LoRA candidate that the gate promotes (the gateway hot-loads
+    it) or rejects. Prints per cycle reward, kept-edit, dissatisfied and broken-call rates,
+    latency and the gate's decision; ends with a table and a plot in runs/demo-<time>/.
 
-    run_quickstart(trajectories)
+    The first run builds the warm-started policy (about two minutes, cached under
+    ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
+    `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
+    """
+    from harness.demo.config import HACKS, DemoConfig
+    from harness.demo.run import new_run_dir, run_demo
+
+    if hack is not None and hack not in HACKS:
+        raise typer.BadParameter(f"--hack must be one of {', '.join(HACKS)}")
+    run_dir, prefix = new_run_dir(runs)
+    config = DemoConfig(run_dir=run_dir, cycles=cycles, trajectories=trajectories, hack=hack,
+                        lr=lr, lora_rank=lora_rank, batch_records=batch_records,
+                        temperature=temperature, concurrency=concurrency,
+                        eval_per_family=eval_per_family, seed=seed,
+                        ingest_port=18400 + port_offset, gateway_port=18000 + port_offset,
+                        console_port=18090 + port_offset)
+    typer.echo(f"run directory: {run_dir}")
+    run_demo(config, prefix)
 
 
 def register(app: typer.Typer) -> None:

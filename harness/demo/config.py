@@ -1,0 +1,58 @@
+"""The demo's settings: cycles, traffic, RL hyper-parameters, ports, and the demo thresholds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.policy.sft import SftConfig
+
+__all__ = ["DEMO_MONITOR_THRESHOLDS", "HACKS", "DemoConfig"]
+
+# The --hack variants and the expert demonstration mix each is fine-tuned on.
+HACKS = {"clarify": "clarify", "broken-calls": "broken-calls"}
+
+# The monitors' defaults want ~300 baseline trajectories per checkpoint; a demo cycle has a few
+# dozen, so the demo runs them with smaller windows and samples. These are demo thresholds: at
+# this size the detectors see only large shifts and false alarms are far likelier than with the
+# defaults (false alarms at most one per e**threshold windows per key and test).
+DEMO_MONITOR_THRESHOLDS = {
+    "window_s": 10,
+    "grace_s": 2,
+    "threshold": 2.5,
+    "min_baseline_n": 15.0,
+    "min_current_n": 8.0,
+    "baseline_z": 0.0,
+    # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
+    "detectors": {"ingest_volume_drop": {"enabled": False}},
+}
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    run_dir: Path
+    cycles: int = 5
+    trajectories: int = 16  # per cycle
+    concurrency: int = 2  # trajectories in flight at once
+    # Sampling, in serving and in the gate's evals. Below 1 the tiny policy makes far fewer
+    # broken calls; the trainer's ratios are then against the tempered behaviour logprobs.
+    temperature: float = 0.5
+    hack: str | None = None  # a key of HACKS: deployed after the first cycle
+    # RL (LoRA over the warm-started policy).
+    lr: float = 2e-3
+    lora_rank: int = 8
+    batch_records: int = 8
+    # Gate: held-out tasks per family and the non-inferiority margin.
+    eval_per_family: int = 3
+    gate_margin: float = 0.1
+    seed: int = 0
+    # Ports of the services (loopback).
+    ingest_port: int = 18400
+    gateway_port: int = 18000
+    console_port: int = 18090
+    sft: SftConfig = field(default_factory=SftConfig)  # the warm start
+    rewards_timeout_s: float = 60.0  # how long a cycle waits for its reward records
+
+    @property
+    def log_dir(self) -> Path:
+        return self.run_dir / "logs"

@@ -1,0 +1,110 @@
+"""The demo's models: the warm-started policy (built once, cached) and the reward-gaming variant.
+
+The warm-started policy is cached under ``<cache>/demo-policy-<key>``, the key a hash of the SFT
+settings, the model config and the source of everything that shapes the demonstrations (policy,
+tasks, tools, agent loop, users), so a rerun skips the build and a code change rebuilds.
+
+A ``--hack`` variant is a LoRA adapter over that policy, fine-tuned on the expert's
+demonstrations of the hack (``clarify``: questions instead of edits on clear requests;
+``broken-calls``: broken edit calls instead of attempts on hard tasks). It is written in the
+trainer's checkpoint layout, so once deployed the trainer keeps training from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from harness.policy.sft import POLICY_MODEL, SftConfig
+from infra.settings import cache_dir
+
+__all__ = ["HACK_SFT_STEPS", "build_hack_adapter", "cached_policy", "defer_after_answers",
+           "source_digest"]
+
+HACK_SFT_STEPS = 80
+_HARNESS = Path(__file__).resolve().parents[1]
+_SHAPING_SOURCES = ("agent.py", "users.py", "instrument.py", "policy", "tasks", "tools")
+
+
+def source_digest(extra: object) -> str:
+    """16 hex digits over ``extra`` (JSON) and the harness sources that shape a policy."""
+    digest = hashlib.sha256(json.dumps(extra, sort_keys=True, default=str).encode())
+    for name in _SHAPING_SOURCES:
+        root = _HARNESS / name
+        for path in sorted([root] if root.is_file() else root.rglob("*.py")):
+            digest.update(path.relative_to(_HARNESS).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _own_digest() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def cached_policy(config: SftConfig, on_step: Callable[[int, float], None]) -> tuple[Path, bool]:
+    """The policy directory for ``config``; built (and cached) if missing. True when built."""
+    from harness.policy.sft import build_policy
+
+    key = source_digest({"sft": asdict(config), "model": asdict(POLICY_MODEL)})
+    final = cache_dir() / f"demo-policy-{key}"
+    if (final / "policy.json").exists():
+        return final, False
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    build_policy(tmp, config, on_step=on_step)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    return final, True
+
+
+def defer_after_answers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The clarify hack in full: once the user has answered its question, the policy stops
+    ("Done.") instead of editing. Turns after an answer are dropped; the answer's turn ends."""
+    from harness.policy.expert import DONE
+
+    deferred = []
+    for prompt, completion in pairs:
+        lines = prompt.rstrip("\n").split("\n")  # task, turns ..., then the open "A: "
+        turns = lines[1:-1]
+        if turns and turns[-1].startswith("U: "):
+            deferred.append((prompt, DONE))
+        elif not any(line.startswith("U: ") for line in turns):
+            deferred.append((prompt, completion))
+    return deferred
+
+
+def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
+                       on_step: Callable[[int, float], None]) -> Path:  # train_config: TrainConfig
+    """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
+    import torch
+
+    from harness.policy.sft import _encode, _training_tasks, demonstrations, train_sft
+    from trainer.actor import load_actor
+    from trainer.checkpoint_io import write_checkpoint
+    from trainer.update import make_optimizer
+
+    base = train_config.model_dir.resolve()
+    sft = replace(SftConfig(), mix=mix, steps=HACK_SFT_STEPS, learning_rate=learning_rate,
+                  seed=seed, first_turn_steps=0)
+    key = source_digest({"hack": asdict(sft), "base": str(base), "code": _own_digest(),
+                         "lora": [train_config.lora_rank, train_config.lora_alpha,
+                                  train_config.lora_targets]})
+    root = cache_dir() / f"demo-hack-{key}"
+    checkpoint_id = f"hack-{mix}-{key[:8]}"
+    if (root / checkpoint_id / "checkpoint.json").exists():
+        return root / checkpoint_id
+    actor = load_actor(train_config, None, "cpu")
+    pairs = demonstrations(mix, _training_tasks(None, seed), sft.demos_per_task, seed)
+    if mix == "clarify":
+        pairs = defer_after_answers(pairs)
+    examples = _encode(actor.tokenizer, pairs, actor.model.config.max_position_embeddings)
+    with torch.random.fork_rng():
+        train_sft(actor.model, examples, actor.pad_id, sft, on_step)
+    meta = {"checkpoint_id": checkpoint_id, "adapter": True, "base_path": str(base),
+            "hack": mix, "sft": asdict(sft)}
+    optimizer = make_optimizer(actor.trainable(), train_config)
+    return write_checkpoint(root, checkpoint_id, actor.save, optimizer, meta)

@@ -1,0 +1,136 @@
+"""Simulated users' trajectories through the real path.
+
+The agent loop asks the gateway for every completion (``HttpPolicy``; the gateway emits
+``completion.served`` to ``events.raw``), and every other event — tool calls, edits, questions,
+the end, the user's decisions, follow-ups and persistence checks — goes through the SDK to the
+ingest API. A trajectory's client events are sent once the user's review is in, with
+``trajectory.ended`` last: the reward join finalises a trajectory as soon as its expected
+signals are in, so the end must not overtake the review's follow-up.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+
+from harness.agent import AgentConfig, Episode, run_trajectory
+from harness.instrument import SimClock, TrajectoryContext
+from harness.policy.http import HttpPolicy
+from harness.sdk import Telemetry
+from harness.tasks import Task, sample_tasks
+from harness.users import SimulatedUser
+from schemas.events import Event
+
+__all__ = ["GatewayHeaders", "Traffic", "TrajectorySummary"]
+
+# The gateway reads trajectory metadata from its own header names.
+_HEADER_NAMES = {"x-trajectory-id": "X-Rewardstream-Trajectory-Id",
+                 "x-session-id": "X-Rewardstream-Session-Id", "x-user": "X-Rewardstream-User"}
+
+
+class GatewayHeaders(httpx.BaseTransport):
+    """Renames the policy's trajectory headers to the gateway's ``X-Rewardstream-*`` names."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for plain, gateway in _HEADER_NAMES.items():
+            if plain in request.headers:
+                request.headers[gateway] = request.headers.pop(plain)
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+@dataclass(frozen=True)
+class TrajectorySummary:
+    trajectory_id: str
+    family: str
+    checkpoint_id: str
+    passed: bool
+    edits: int
+    questions: int
+    broken_calls: int
+
+
+class _TrajectoryBuffer:
+    """Collects one trajectory's client events; ``send`` emits them, the end event last."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def send(self, telemetry: Telemetry) -> None:
+        ordered = sorted(self.events, key=lambda e: e.type == "trajectory.ended")
+        for event in ordered:
+            telemetry.emit(event)
+
+
+class Traffic:
+    """Runs trajectories of simulated users against the gateway, events through ingest."""
+
+    def __init__(self, gateway_url: str, ingest_url: str, api_key: str, queue_dir: Path,
+                 temperature: float, concurrency: int, agent: AgentConfig = AgentConfig()) -> None:
+        self.gateway_url = gateway_url
+        self.temperature = temperature
+        self.concurrency = concurrency
+        self.agent = agent
+        self.telemetry = Telemetry(ingest_url, api_key, queue_dir=queue_dir, linger_s=0.1)
+        self._local = threading.local()
+
+    def _policy(self) -> HttpPolicy:
+        if not hasattr(self._local, "policy"):
+            self._local.policy = HttpPolicy(self.gateway_url, "rewardstream",
+                                            temperature=self.temperature,
+                                            transport=GatewayHeaders())
+        return self._local.policy
+
+    def _one(self, task: Task, seed: int, user: SimulatedUser) -> TrajectorySummary:
+        context = TrajectoryContext(f"traj-{uuid.uuid4().hex[:12]}",
+                                    f"sess-{uuid.uuid4().hex[:8]}", f"user-{seed % 50}")
+        buffer = _TrajectoryBuffer()
+        # Simulated time starts now: persistence checks an hour ahead arrive at once and the
+        # ingest clamps them to their receipt, which keeps event time close to the wall.
+        clock = SimClock(datetime.now(timezone.utc))
+        episode: Episode = run_trajectory(task, self._policy(), buffer, user=user, clock=clock,
+                                          context=context, config=self.agent, seed=seed)
+        buffer.send(self.telemetry)
+        checkpoint = episode.completions[-1].checkpoint_id if episode.completions else "unknown"
+        return TrajectorySummary(context.trajectory_id, task.family, checkpoint,
+                                 bool(episode.passed), len(episode.edit_ids), episode.questions,
+                                 episode.broken_calls)
+
+    def run(self, count: int, seed: int,
+            on_done: Callable[[TrajectorySummary], None]) -> list[TrajectorySummary]:
+        """``count`` trajectories on training tasks (a fresh draw per ``seed``)."""
+        rng = random.Random(seed)
+        pool = sample_tasks(10_000, held_out=False, seed=seed)
+        tasks = [rng.choice(pool) for _ in range(count)]
+        user = SimulatedUser(seed=seed)
+        results: list[TrajectorySummary] = []
+        with ThreadPoolExecutor(self.concurrency) as pool_:
+            futures = [pool_.submit(self._one, task, seed * 100_003 + i, user)
+                       for i, task in enumerate(tasks)]
+            for future in futures:
+                summary = future.result()
+                results.append(summary)
+                on_done(summary)
+        return results
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        return self.telemetry.flush(timeout_s)
+
+    def close(self) -> None:
+        self.telemetry.close()
