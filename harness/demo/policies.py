@@ -89,7 +89,7 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
 
     base = train_config.model_dir.resolve()
     sft = replace(SftConfig(), mix=mix, steps=HACK_SFT_STEPS, learning_rate=learning_rate,
-                  seed=seed, first_turn_steps=0)
+                  seed=seed)
     key = source_digest({"hack": asdict(sft), "base": str(base), "code": _own_digest(),
                          "lora": [train_config.lora_rank, train_config.lora_alpha,
                                   train_config.lora_targets]})

@@ -45,7 +45,7 @@ def _policy(console: Console, config: DemoConfig) -> Path:
     from harness.demo.policies import cached_policy
 
     sft = config.sft
-    progress, bar = _bar(console, "SFT warm start", sft.first_turn_steps + sft.steps)
+    progress, bar = _bar(console, "SFT warm start", sft.steps)
     with progress:
         started = time.monotonic()
         path, built = cached_policy(sft, lambda step, loss: progress.update(

@@ -18,7 +18,7 @@ from infra.settings import Settings
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 # A few SFT steps on a few tasks: the loop, not the policy's quality, is under test.
-_QUICK_SFT = SftConfig(steps=40, first_turn_steps=0, tasks_per_family=2, demos_per_task=1)
+_QUICK_SFT = SftConfig(steps=40, tasks_per_family=2, demos_per_task=1)
 
 
 def _free_port() -> int:
