@@ -34,7 +34,7 @@ def demo(
     it) or rejects. Prints per cycle reward, kept-edit, dissatisfied and broken-call rates,
     latency and the gate's decision; ends with a table and a plot in runs/demo-<time>/.
 
-    The first run builds the warm-started policy (about two minutes, cached under
+    The first run builds the warm-started policy (SFT; minutes on two cores, then cached under
     ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
     `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
     """
