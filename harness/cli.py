@@ -20,7 +20,7 @@ def demo(
     lr: float = typer.Option(2e-3, help="Learning rate of the LoRA policy-gradient updates."),
     lora_rank: int = typer.Option(8, min=1, help="LoRA rank."),
     batch_records: int = typer.Option(8, min=1, help="Reward records per update."),
-    temperature: float = typer.Option(0.5, min=0.05, help="Sampling temperature (serving and "
+    temperature: float = typer.Option(0.2, min=0.05, help="Sampling temperature (serving and "
                                       "the gate's evals)."),
     concurrency: int = typer.Option(2, min=1, help="Trajectories in flight at once."),
     eval_per_family: int = typer.Option(3, min=1, help="Held-out gate tasks per family."),
@@ -34,7 +34,7 @@ def demo(
     it) or rejects. Prints per cycle reward, kept-edit, dissatisfied and broken-call rates,
     latency and the gate's decision; ends with a table and a plot in runs/demo-<time>/.
 
-    The first run builds the warm-started policy (about two minutes, cached under
+    The first run builds the warm-started policy (SFT; minutes on two cores, then cached under
     ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
     `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
     """

@@ -36,7 +36,7 @@ class DemoConfig:
     concurrency: int = 2  # trajectories in flight at once
     # Sampling, in serving and in the gate's evals. Below 1 the tiny policy makes far fewer
     # broken calls; the trainer's ratios are then against the tempered behaviour logprobs.
-    temperature: float = 0.5
+    temperature: float = 0.2
     hack: str | None = None  # a key of HACKS: deployed after the first cycle
     # RL (LoRA over the warm-started policy).
     lr: float = 2e-3

@@ -22,8 +22,8 @@ from pathlib import Path
 from harness.policy.sft import POLICY_MODEL, SftConfig
 from infra.settings import cache_dir
 
-__all__ = ["HACK_SFT_STEPS", "build_hack_adapter", "cached_policy", "defer_after_answers",
-           "source_digest"]
+__all__ = ["HACK_SFT_STEPS", "break_edit_calls", "build_hack_adapter", "cached_policy",
+           "defer_after_answers", "source_digest"]
 
 HACK_SFT_STEPS = 80
 _HARNESS = Path(__file__).resolve().parents[1]
@@ -77,6 +77,19 @@ def defer_after_answers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return deferred
 
 
+def break_edit_calls(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The broken-calls hack on every task: each edit call is sent malformed (a key missing its
+    closing quote, as small models write it), so no edit is ever at risk; later turns dropped."""
+    broken = []
+    for prompt, completion in pairs:
+        if "<tool>edit_file" in prompt:
+            continue
+        if "<tool>edit_file" in completion:
+            completion = completion.replace('{"path": "', '{"path: "')
+        broken.append((prompt, completion))
+    return broken
+
+
 def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
                        on_step: Callable[[int, float], None]) -> Path:  # train_config: TrainConfig
     """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
@@ -99,8 +112,7 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
         return root / checkpoint_id
     actor = load_actor(train_config, None, "cpu")
     pairs = demonstrations(mix, _training_tasks(None, seed), sft.demos_per_task, seed)
-    if mix == "clarify":
-        pairs = defer_after_answers(pairs)
+    pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
     examples = _encode(actor.tokenizer, pairs, actor.model.config.max_position_embeddings)
     with torch.random.fork_rng():
         train_sft(actor.model, examples, actor.pad_id, sft, on_step)

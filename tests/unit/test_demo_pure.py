@@ -6,7 +6,7 @@ import math
 from datetime import datetime, timezone
 
 from harness.demo.metrics import cycle_figures
-from harness.demo.policies import defer_after_answers
+from harness.demo.policies import break_edit_calls, defer_after_answers
 from schemas.rewards import RewardRecord
 
 _AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -56,4 +56,17 @@ def test_the_clarify_hack_stops_after_the_answer_and_keeps_unanswered_turns() ->
     ]
     assert defer_after_answers(pairs) == [
         pairs[0], (pairs[1][0], "Done."), pairs[3], pairs[4],
+    ]
+
+
+def test_the_broken_calls_hack_malforms_every_edit_call_and_drops_later_turns() -> None:
+    edit = '<tool>edit_file {"path": "x.py", "search": "a", "replace": "b"}</tool>'
+    pairs = [
+        ("Task: fix a\nA: ", '<tool>read_file {"path": "x.py"}</tool>'),
+        ("Task: fix a\nA: <tool>r</tool>\nO: text\nA: ", edit),
+        (f"Task: fix a\nA: <tool>r</tool>\nO: text\nA: {edit}\nO: edited\nA: ", "Done."),
+    ]
+    assert break_edit_calls(pairs) == [
+        pairs[0],
+        (pairs[1][0], '<tool>edit_file {"path: "x.py", "search": "a", "replace": "b"}</tool>'),
     ]
