@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import httpx
 
 from harness.agent import AgentConfig, Episode, run_trajectory
 from harness.instrument import SimClock, TrajectoryContext
@@ -29,28 +28,7 @@ from harness.tasks import Task, sample_tasks
 from harness.users import SimulatedUser
 from schemas.events import Event
 
-__all__ = ["GatewayHeaders", "Traffic", "TrajectorySummary"]
-
-# The gateway reads trajectory metadata from its own header names.
-_HEADER_NAMES = {"x-trajectory-id": "X-Rewardstream-Trajectory-Id",
-                 "x-session-id": "X-Rewardstream-Session-Id", "x-user": "X-Rewardstream-User"}
-
-
-class GatewayHeaders(httpx.BaseTransport):
-    """Renames the policy's trajectory headers to the gateway's ``X-Rewardstream-*`` names."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for plain, gateway in _HEADER_NAMES.items():
-            if plain in request.headers:
-                request.headers[gateway] = request.headers.pop(plain)
-        return self._inner.handle_request(request)
-
-    def close(self) -> None:
-        self._inner.close()
-
+__all__ = ["Traffic", "TrajectorySummary"]
 
 @dataclass(frozen=True)
 class TrajectorySummary:
@@ -93,8 +71,7 @@ class Traffic:
     def _policy(self) -> HttpPolicy:
         if not hasattr(self._local, "policy"):
             self._local.policy = HttpPolicy(self.gateway_url, "rewardstream",
-                                            temperature=self.temperature,
-                                            transport=GatewayHeaders())
+                                            temperature=self.temperature)
         return self._local.policy
 
     def _one(self, task: Task, seed: int, user: SimulatedUser) -> TrajectorySummary:

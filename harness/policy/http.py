@@ -1,8 +1,8 @@
 """A policy behind an OpenAI-compatible completions endpoint (the gateway, or vLLM directly).
 
 The prompt is rendered here (``render_prompt``) and sent to ``/v1/completions``, so the server
-needs no chat template. The trajectory context travels as headers (``X-Trajectory-Id``,
-``X-Session-Id``, ``X-User``, ``X-Arm``) so the gateway can stamp the ``completion.served``
+needs no chat template. The trajectory context travels as the gateway's headers
+(``X-Rewardstream-Trajectory-Id``, ``-Session-Id``, ``-User``) so it can stamp the ``completion.served``
 event it emits; the loop therefore emits none for this policy. Token ids and behaviour
 logprobs are read from vLLM's fields (``return_token_ids``, ``logprobs``) when present.
 """
@@ -29,7 +29,7 @@ def parse_completion_response(body: dict[str, Any], headers: dict[str, str],
         raise PolicyError("the endpoint's answer has no choices[0].text; is it an "
                           "OpenAI-compatible /v1/completions endpoint?") from None
     logprobs = (choice.get("logprobs") or {}).get("token_logprobs") or []
-    checkpoint = (headers.get("x-checkpoint-id") or body.get("checkpoint_id")
+    checkpoint = (headers.get("x-rewardstream-checkpoint") or body.get("checkpoint_id")
                   or body.get("model") or "unknown")
     return Completion(
         text=text, checkpoint_id=checkpoint, model=body.get("model") or checkpoint,
@@ -68,9 +68,9 @@ class HttpPolicy:
         headers = {}
         if context is not None:
             request["user"] = context.user
-            headers = {"X-Trajectory-Id": context.trajectory_id,
-                       "X-Session-Id": context.session_id, "X-User": context.user,
-                       "X-Arm": context.arm}
+            headers = {"X-Rewardstream-Trajectory-Id": context.trajectory_id,
+                       "X-Rewardstream-Session-Id": context.session_id,
+                       "X-Rewardstream-User": context.user}
         started = time.perf_counter()
         try:
             response = self._client.post("/v1/completions", json=request, headers=headers)

@@ -18,8 +18,8 @@ MESSAGES = [{"role": "user", "content": "Rename cnt to count in util.py."}]
 def _answer(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
     assert body["prompt"] == render_prompt(MESSAGES) and body["logprobs"] == 1
-    assert request.headers["X-Trajectory-Id"] == "traj-9"
-    return httpx.Response(200, headers={"X-Checkpoint-Id": "ckpt-3"}, json={
+    assert request.headers["X-Rewardstream-Trajectory-Id"] == "traj-9"
+    return httpx.Response(200, headers={"X-Rewardstream-Checkpoint": "ckpt-3"}, json={
         "id": "cmpl-1", "model": "policy@ckpt-3",
         "choices": [{"text": "Done.", "finish_reason": "stop", "prompt_token_ids": [5, 6],
                      "token_ids": [7, 2], "logprobs": {"token_logprobs": [-0.25, -0.5]}}]})
