@@ -11,16 +11,16 @@ __all__ = ["register"]
 
 
 def demo(
-    cycles: int = typer.Option(5, min=1, help="Training cycles to run."),
-    trajectories: int = typer.Option(16, min=1, help="Simulated users' trajectories per cycle."),
+    cycles: int = typer.Option(6, min=1, help="Training cycles to run."),
+    trajectories: int = typer.Option(48, min=1, help="Simulated users' trajectories per cycle."),
     hack: Optional[str] = typer.Option(None, help="Deploy a reward-gaming variant after the "
                                        "first cycle: clarify (asks instead of editing) or "
                                        "broken-calls (broken calls instead of hard attempts)."),
     runs: Path = typer.Option(Path("runs"), help="Where the run directory is made."),
-    lr: float = typer.Option(2e-3, help="Learning rate of the LoRA policy-gradient updates."),
+    lr: float = typer.Option(1e-3, help="Learning rate of the LoRA policy-gradient updates."),
     lora_rank: int = typer.Option(8, min=1, help="LoRA rank."),
-    batch_records: int = typer.Option(8, min=1, help="Reward records per update."),
-    temperature: float = typer.Option(0.2, min=0.05, help="Sampling temperature (serving and "
+    batch_records: int = typer.Option(16, min=1, help="Reward records per update."),
+    temperature: float = typer.Option(1.0, min=0.05, help="Sampling temperature (serving and "
                                       "the gate's evals)."),
     concurrency: int = typer.Option(2, min=1, help="Trajectories in flight at once."),
     eval_per_family: int = typer.Option(3, min=1, help="Held-out gate tasks per family."),

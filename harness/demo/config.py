@@ -31,17 +31,17 @@ DEMO_MONITOR_THRESHOLDS = {
 @dataclass(frozen=True)
 class DemoConfig:
     run_dir: Path
-    cycles: int = 5
-    trajectories: int = 16  # per cycle
+    cycles: int = 6
+    trajectories: int = 48  # per cycle
     concurrency: int = 2  # trajectories in flight at once
-    # Sampling, in serving and in the gate's evals. Below 1 the tiny policy makes far fewer
-    # broken calls; the trainer's ratios are then against the tempered behaviour logprobs.
-    temperature: float = 0.2
+    # Sampling, in serving and in the gate's evals. At 1 the warm policy's samples spread over
+    # right fixes, wrong fixes, questions and broken calls: the variety RL learns from.
+    temperature: float = 1.0
     hack: str | None = None  # a key of HACKS: deployed after the first cycle
     # RL (LoRA over the warm-started policy).
-    lr: float = 2e-3
+    lr: float = 1e-3
     lora_rank: int = 8
-    batch_records: int = 8
+    batch_records: int = 16
     # Gate: held-out tasks per family and the non-inferiority margin.
     eval_per_family: int = 3
     gate_margin: float = 0.1
