@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import os
 import shutil
@@ -188,10 +189,21 @@ def _wait_started(proc: subprocess.Popen[bytes], settings: Settings, log_file: P
 
 
 def start(settings: Settings) -> tuple[BrokerStatus, bool]:
-    """Start the broker unless it runs; returns its status and whether this call started it."""
-    current = status(settings)
-    if current.running:
-        return current, False
+    """Start the broker unless it runs; returns its status and whether this call started it.
+
+    Concurrent callers (two demos, a test fixture and the CLI) serialise on a lock file, so only
+    one of them launches the broker and the others find it running.
+    """
+    settings.kafka_data_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.kafka_data_dir / "broker.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current = status(settings)
+        if current.running:
+            return current, False
+        return _launch(settings), True
+
+
+def _launch(settings: Settings) -> BrokerStatus:
     java = _java()
     _check_ports_free(settings)
     jars = ensure_jars()
@@ -211,7 +223,7 @@ def start(settings: Settings) -> tuple[BrokerStatus, bool]:
         )
     pid_file.write_text(f"{proc.pid}\n")
     _wait_started(proc, settings, log_file)
-    return status(settings), True
+    return status(settings)
 
 
 def wait_port_free(port: int, timeout_s: float) -> bool:
