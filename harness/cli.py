@@ -34,7 +34,7 @@ def demo(
     it) or rejects. Prints per cycle reward, kept-edit, dissatisfied and broken-call rates,
     latency and the gate's decision; ends with a table and a plot in runs/demo-<time>/.
 
-    The first run builds the warm-started policy (SFT; minutes on two cores, then cached under
+    The first run builds the warm-started policy (SFT; about a minute on one core, then cached under
     ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
     `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
     """
@@ -48,8 +48,9 @@ def demo(
                         lr=lr, lora_rank=lora_rank, batch_records=batch_records,
                         temperature=temperature, concurrency=concurrency,
                         eval_per_family=eval_per_family, seed=seed,
-                        ingest_port=18400 + port_offset, gateway_port=18000 + port_offset,
-                        console_port=18090 + port_offset)
+                        ingest_port=DemoConfig.ingest_port + port_offset,
+                        gateway_port=DemoConfig.gateway_port + port_offset,
+                        console_port=DemoConfig.console_port + port_offset)
     typer.echo(f"run directory: {run_dir}")
     run_demo(config, prefix)
 

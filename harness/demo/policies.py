@@ -95,7 +95,7 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
     """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
     import torch
 
-    from harness.policy.sft import _encode, _training_tasks, demonstrations, train_sft
+    from harness.policy.sft import encode_examples, training_tasks, demonstrations, train_sft
     from trainer.actor import load_actor
     from trainer.checkpoint_io import write_checkpoint
     from trainer.update import make_optimizer
@@ -111,9 +111,9 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
     if (root / checkpoint_id / "checkpoint.json").exists():
         return root / checkpoint_id
     actor = load_actor(train_config, None, "cpu")
-    pairs = demonstrations(mix, _training_tasks(None, seed), sft.demos_per_task, seed)
+    pairs = demonstrations(mix, training_tasks(None, seed), sft.demos_per_task, seed)
     pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
-    examples = _encode(actor.tokenizer, pairs, actor.model.config.max_position_embeddings)
+    examples = encode_examples(actor.tokenizer, pairs, actor.model.config.max_position_embeddings)
     with torch.random.fork_rng():
         train_sft(actor.model, examples, actor.pad_id, sft, on_step)
     meta = {"checkpoint_id": checkpoint_id, "adapter": True, "base_path": str(base),

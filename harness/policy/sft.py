@@ -30,7 +30,10 @@ from harness.tasks import Task, all_tasks, materialise, sample_tasks
 from harness.tools.executor import ToolBox
 from harness.users import SimulatedUser, UserConfig
 
-__all__ = ["POLICY_MODEL", "SftConfig", "build_policy", "demonstrations"]
+__all__ = [
+    "POLICY_MODEL", "SftConfig", "build_policy", "demonstrations", "encode_examples",
+    "train_sft", "training_tasks",
+]
 
 POLICY_MODEL = TinyModelConfig(hidden_size=96, layers=3, heads=4, intermediate_size=192,
                                max_positions=512)
@@ -49,7 +52,7 @@ class SftConfig:
     tasks_per_family: int | None = None  # None: every training task (fewer for quick tests)
 
 
-def _training_tasks(per_family: int | None, seed: int) -> list[Task]:
+def training_tasks(per_family: int | None, seed: int) -> list[Task]:
     if per_family is not None:
         return sample_tasks(per_family, held_out=False, seed=seed)
     return [t for t in all_tasks() if not t.held_out]
@@ -74,7 +77,7 @@ def demonstrations(mix: str, tasks: list[Task], demos_per_task: int = 1,
     return pairs
 
 
-def _encode(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> list[tuple[list[int], int]]:
+def encode_examples(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> list[tuple[list[int], int]]:
     """Token ids of prompt + completion + EOS, and where the completion starts."""
     encoded = []
     for prompt, completion in pairs:
@@ -141,13 +144,13 @@ def build_policy(out_dir: Path, config: SftConfig = SftConfig(),
     import torch
     from transformers import AutoModelForCausalLM
 
-    tasks = _training_tasks(config.tasks_per_family, config.seed)
+    tasks = training_tasks(config.tasks_per_family, config.seed)
     pairs = demonstrations(config.mix, tasks, config.demos_per_task, config.seed)
     tokenizer = build_tokenizer((p + c for p, c in pairs), vocab_size=config.vocab_size)
     build_tiny_model(tokenizer, out_dir, model_config)
     model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
                                                  local_files_only=True)
-    examples = _encode(tokenizer, pairs, model_config.max_positions)
+    examples = encode_examples(tokenizer, pairs, model_config.max_positions)
     final_loss = train_sft(model, examples, tokenizer.pad_token_id, config, on_step)
     model.save_pretrained(out_dir, safe_serialization=True)
     info = {"sft": asdict(config), "model": asdict(model_config), "demonstrations": len(pairs),
