@@ -14,6 +14,7 @@ import torch
 
 from trainer.config import TrainConfig
 from trainer.errors import CheckpointError
+from trainer.modeling import head_adapter_warnings_off
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -53,7 +54,8 @@ class Actor:
 
     def save(self, directory: Path) -> None:
         """Weights (safetensors) and tokenizer; an adapter records the absolute base directory."""
-        self.model.save_pretrained(directory, safe_serialization=True)
+        with head_adapter_warnings_off():
+            self.model.save_pretrained(directory, safe_serialization=True)
         self.tokenizer.save_pretrained(directory)
 
 
@@ -81,13 +83,15 @@ def load_actor(config: TrainConfig, start_dir: Path | None, device: str) -> Acto
 
         model = _from_pretrained(base_dir)
         if start_dir is not None and (start_dir / "adapter_config.json").exists():
-            model = PeftModel.from_pretrained(model, start_dir, is_trainable=True)
+            with head_adapter_warnings_off():
+                model = PeftModel.from_pretrained(model, start_dir, is_trainable=True)
         else:
             targets = config.lora_targets
             lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
                               target_modules=targets if targets == "all-linear" else targets.split(","),
                               task_type="CAUSAL_LM")
-            with torch.random.fork_rng():  # adapter init must not shift the training RNG
+            # adapter init must not shift the training RNG
+            with torch.random.fork_rng(), head_adapter_warnings_off():
                 torch.manual_seed(config.seed)
                 model = get_peft_model(model, lora)
     else:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,13 +20,24 @@ from schemas.errors import RewardstreamError
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["ModelLoadError", "is_adapter_dir", "load_policy"]
+__all__ = ["ModelLoadError", "head_adapter_warnings_off", "is_adapter_dir", "load_policy"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 class ModelLoadError(RewardstreamError):
     """A policy directory is missing, incomplete or names a base model that is not local."""
+
+
+@contextmanager
+def head_adapter_warnings_off() -> Iterator[None]:
+    """Silence peft's warnings about an adapter on the output head of a model with tied
+    embeddings: the head's LoRA delta is meant for the output side only, and peft saves the
+    embedding with the adapter, so the adapter loads exactly as trained."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Model has `tie_word_embeddings=True`")
+        warnings.filterwarnings("ignore", message="Setting `save_embedding_layers` to `True`")
+        yield
 
 
 def is_adapter_dir(path: Path) -> bool:
@@ -64,5 +78,6 @@ def load_policy(
     if base != path:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, path, is_trainable=False)
+        with head_adapter_warnings_off():
+            model = PeftModel.from_pretrained(model, path, is_trainable=False)
     return model.to(device).eval(), tokenizer
