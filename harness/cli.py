@@ -11,19 +11,24 @@ __all__ = ["register"]
 
 
 def demo(
-    cycles: int = typer.Option(6, min=1, help="Training cycles to run."),
-    trajectories: int = typer.Option(48, min=1, help="Simulated users' trajectories per cycle."),
+    cycles: int = typer.Option(5, min=1, help="Training cycles to run."),
+    trajectories: int = typer.Option(160, min=1, help="Simulated users' trajectories per cycle."),
+    fresh_cohorts: bool = typer.Option(False, help="Draw new users and tasks every cycle "
+                                       "instead of meeting the same cohort each time (then a "
+                                       "cycle's figures also move with the draw)."),
     hack: Optional[str] = typer.Option(None, help="Deploy a reward-gaming variant after the "
                                        "first cycle: clarify (asks instead of editing) or "
                                        "broken-calls (broken calls instead of hard attempts)."),
     runs: Path = typer.Option(Path("runs"), help="Where the run directory is made."),
-    lr: float = typer.Option(1e-3, help="Learning rate of the LoRA policy-gradient updates."),
+    lr: float = typer.Option(2e-3, help="Learning rate of the LoRA policy-gradient updates."),
     lora_rank: int = typer.Option(8, min=1, help="LoRA rank."),
-    batch_records: int = typer.Option(16, min=1, help="Reward records per update."),
+    batch_records: int = typer.Option(32, min=1, help="Reward records per update."),
     temperature: float = typer.Option(1.0, min=0.05, help="Sampling temperature (serving and "
                                       "the gate's evals)."),
     concurrency: int = typer.Option(2, min=1, help="Trajectories in flight at once."),
-    eval_per_family: int = typer.Option(3, min=1, help="Held-out gate tasks per family."),
+    eval_per_family: int = typer.Option(24, min=1, help="Held-out gate tasks per family."),
+    gate_margin: float = typer.Option(0.3, min=0.0, help="Non-inferiority margin of the gate "
+                                      "(solve-rate change a family may lose, 95% lower bound)."),
     seed: int = typer.Option(0, help="Seed of tasks, users and training."),
     port_offset: int = typer.Option(0, help="Added to the services' ports (ingest 18400, "
                                     "gateway 18000, console 18090), to run two demos at once."),
@@ -44,10 +49,11 @@ def demo(
     if hack is not None and hack not in HACKS:
         raise typer.BadParameter(f"--hack must be one of {', '.join(HACKS)}")
     run_dir, prefix = new_run_dir(runs)
-    config = DemoConfig(run_dir=run_dir, cycles=cycles, trajectories=trajectories, hack=hack,
+    config = DemoConfig(run_dir=run_dir, cycles=cycles, trajectories=trajectories,
+                        fresh_cohorts=fresh_cohorts, hack=hack,
                         lr=lr, lora_rank=lora_rank, batch_records=batch_records,
                         temperature=temperature, concurrency=concurrency,
-                        eval_per_family=eval_per_family, seed=seed,
+                        eval_per_family=eval_per_family, gate_margin=gate_margin, seed=seed,
                         ingest_port=DemoConfig.ingest_port + port_offset,
                         gateway_port=DemoConfig.gateway_port + port_offset,
                         console_port=DemoConfig.console_port + port_offset)

@@ -29,7 +29,7 @@ def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
     return TrainConfig(
         model_dir=policy_dir.resolve(), out_dir=config.run_dir / "checkpoints",
         model_name="demo-policy", lora=True, lora_rank=config.lora_rank,
-        lora_alpha=2.0 * config.lora_rank, lr=config.lr, batch_records=config.batch_records,
+        lora_alpha=2.0 * config.lora_rank, lora_targets=config.lora_targets, lr=config.lr, batch_records=config.batch_records,
         micro_batch_size=config.batch_records, max_staleness=1, gate_margin=config.gate_margin,
         gate_resamples=1000, seed=config.seed,
     ).validate()
@@ -98,7 +98,8 @@ class CycleRunner:
         started = time.monotonic()
         with self._progress() as progress:
             bar = progress.add_task(f"cycle {cycle}: trajectories", total=config.trajectories)
-            summaries = self.traffic.run(config.trajectories, config.seed * 1000 + cycle,
+            cohort = config.seed * 1000 + cycle if config.fresh_cohorts else config.seed
+            summaries = self.traffic.run(config.trajectories, cohort,
                                          lambda _s: progress.advance(bar))
             self.traffic.flush()
             wanted = {s.trajectory_id for s in summaries}

@@ -1,4 +1,6 @@
-"""Per-cycle figures from a cycle's reward records (pure)."""
+"""Per-cycle figures from a cycle's reward records (pure), defined as the monitors define them:
+each record's contributions (``streams.monitors.windows.reward_contributions``) summed over the
+cycle, so the demo's kept-edit rate is the console's."""
 
 from __future__ import annotations
 
@@ -6,15 +8,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas.rewards import RewardRecord
+from streams.monitors.windows import reward_contributions
 
 __all__ = ["CycleFigures", "cycle_figures"]
+
+_COMPONENT = "reward."
 
 
 @dataclass(frozen=True)
 class CycleFigures:
     trajectories: int
     mean_reward: float
-    kept_edit_rate: float  # mean share of proposed edits still kept at the longest horizon
+    kept_edit_rate: float  # edits kept at the longest horizon per edit proposed
+    kept_edits: float  # edits kept at the longest horizon per trajectory
     edit_rate: float  # share of trajectories that proposed an edit
     dissatisfied_rate: float  # share with a dissatisfied follow-up
     broken_call_rate: float  # share with a broken tool call
@@ -23,28 +29,29 @@ class CycleFigures:
     components: dict[str, float] = field(default_factory=dict)  # mean of each reward term
 
 
-def _share(records: Sequence[RewardRecord], signal: str) -> float:
-    return sum(r.signals.get(signal, 0.0) > 0 for r in records) / len(records)
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def cycle_figures(records: Sequence[RewardRecord]) -> CycleFigures:
-    """Figures of one cycle; NaN everywhere when no record came."""
-    if not records:
-        nan = float("nan")
-        return CycleFigures(0, nan, nan, nan, nan, nan, nan, nan)
-    names = sorted({name for r in records for name in r.components})
+    """Figures of one cycle; NaN where nothing was measured (everywhere when no record came)."""
+    sums: dict[str, list[float]] = {}  # metric -> [weight, weighted value]
+    for record in records:
+        for name, (weight, value) in reward_contributions(record).items():
+            total = sums.setdefault(name, [0.0, 0.0])
+            total[0] += weight
+            total[1] += value
+
+    def ratio(name: str) -> float:
+        weight, value = sums.get(name, (0.0, 0.0))
+        return value / weight if weight else float("nan")
+
     return CycleFigures(
         trajectories=len(records),
-        mean_reward=_mean([r.total for r in records]),
-        kept_edit_rate=_mean([r.signals.get("kept_fraction", 0.0) for r in records]),
-        edit_rate=_share(records, "edits_proposed"),
-        dissatisfied_rate=_share(records, "dissatisfied_followups"),
-        broken_call_rate=_share(records, "broken_tool_calls"),
-        clarification_rate=_share(records, "clarifications"),
-        latency_ms=_mean([r.signals.get("latency_ms_mean", 0.0) for r in records]),
-        components={n: _mean([r.components.get(n, 0.0) for r in records]) for n in names},
+        mean_reward=ratio("reward"),
+        kept_edit_rate=ratio("kept_edit_rate"),
+        kept_edits=ratio("kept_edits"),
+        edit_rate=ratio("edit_rate"),
+        dissatisfied_rate=ratio("dissatisfied_followup_rate"),
+        broken_call_rate=ratio("broken_call_trajectory_rate"),
+        clarification_rate=ratio("clarification_rate"),
+        latency_ms=ratio("latency_ms"),
+        components={name.removeprefix(_COMPONENT): ratio(name) for name in sorted(sums)
+                    if name.startswith(_COMPONENT)},
     )

@@ -35,7 +35,8 @@ def cycle_line(row: CycleRow) -> str:
     f = row.figures
     return (f"[bold]cycle {row.cycle}[/] served by {_short(row.served_by)}: "
             f"{f.trajectories} trajectories, mean reward {f.mean_reward:+.3f}, "
-            f"kept-edit {f.kept_edit_rate:.2f}, edit {f.edit_rate:.2f}, "
+            f"kept-edit {f.kept_edit_rate:.2f} (kept edits/trajectory {f.kept_edits:.2f}), "
+            f"edit {f.edit_rate:.2f}, "
             f"dissatisfied {f.dissatisfied_rate:.2f}, broken-call {f.broken_call_rate:.2f}, "
             f"latency {f.latency_ms:.0f} ms → gate: [bold]{row.decision}[/] "
             f"(evals {row.eval_candidate:.2f} vs {row.eval_incumbent:.2f}); "
@@ -61,13 +62,15 @@ def alert_line(event: AlertEvent) -> str | None:
 
 def summary_table(rows: list[CycleRow]) -> Table:
     table = Table(title="rewardstream demo: per cycle")
-    for column in ("cycle", "served by", "n", "reward", "kept-edit", "edit", "dissatisfied",
+    for column in ("cycle", "served by", "n", "reward", "kept-edit", "kept/traj", "edit",
+                   "dissatisfied",
                    "broken-call", "latency ms", "gate", "evals cand/inc"):
         table.add_column(column, justify="right" if column not in ("served by", "gate") else "left")
     for row in rows:
         f = row.figures
         table.add_row(str(row.cycle), _short(row.served_by), str(f.trajectories),
-                      f"{f.mean_reward:+.3f}", f"{f.kept_edit_rate:.2f}", f"{f.edit_rate:.2f}",
+                      f"{f.mean_reward:+.3f}", f"{f.kept_edit_rate:.2f}", f"{f.kept_edits:.2f}",
+                      f"{f.edit_rate:.2f}",
                       f"{f.dissatisfied_rate:.2f}", f"{f.broken_call_rate:.2f}",
                       f"{f.latency_ms:.0f}", row.decision,
                       f"{row.eval_candidate:.2f}/{row.eval_incumbent:.2f}")
@@ -87,7 +90,8 @@ def save_plot(rows: list[CycleRow], path: Path, title: str) -> Path:
     cycles = [r.cycle for r in rows]
     series = {
         "mean reward": [r.figures.mean_reward for r in rows],
-        "kept-edit rate": [r.figures.kept_edit_rate for r in rows],
+        "kept-edit rate (per edit)": [r.figures.kept_edit_rate for r in rows],
+        "kept edits per trajectory": [r.figures.kept_edits for r in rows],
         "edit rate": [r.figures.edit_rate for r in rows],
         "dissatisfied rate": [r.figures.dissatisfied_rate for r in rows],
         "broken-call rate": [r.figures.broken_call_rate for r in rows],
@@ -102,10 +106,10 @@ def save_plot(rows: list[CycleRow], path: Path, title: str) -> Path:
     top.legend(loc="best")
     for name, values in series.items():
         bottom.plot(cycles, values, marker="o", label=name)
-    bottom.set_ylabel("rate")
+    bottom.set_ylabel("rate / per trajectory")
     bottom.set_xlabel("cycle")
     bottom.set_xticks(cycles)
-    bottom.set_ylim(-0.02, 1.02)
+    bottom.set_ylim(bottom=-0.02)  # kept edits per trajectory may pass 1
     bottom.legend(loc="best", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()

@@ -10,7 +10,6 @@ signals are in, so the end must not overtake the review's follow-up.
 
 from __future__ import annotations
 
-import random
 import threading
 import uuid
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from harness.agent import AgentConfig, Episode, run_trajectory
 from harness.instrument import SimClock, TrajectoryContext
 from harness.policy.http import HttpPolicy
 from harness.sdk import Telemetry
-from harness.tasks import Task, sample_tasks
+from harness.tasks import Task, user_cohort
 from harness.users import SimulatedUser
 from schemas.events import Event
 
@@ -91,14 +90,13 @@ class Traffic:
 
     def run(self, count: int, seed: int,
             on_done: Callable[[TrajectorySummary], None]) -> list[TrajectorySummary]:
-        """``count`` trajectories on training tasks (a fresh draw per ``seed``)."""
-        rng = random.Random(seed)
-        pool = sample_tasks(10_000, held_out=False, seed=seed)
-        tasks = [rng.choice(pool) for _ in range(count)]
+        """The cohort of ``count`` users and tasks named by ``seed``: the same seed gives the same
+        tasks, users and per-trajectory sampling seeds, so two checkpoints meet the same work."""
+        tasks = user_cohort(count, seed)
         user = SimulatedUser(seed=seed)
         results: list[TrajectorySummary] = []
-        with ThreadPoolExecutor(self.concurrency) as pool_:
-            futures = [pool_.submit(self._one, task, seed * 100_003 + i, user)
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            futures = [pool.submit(self._one, task, seed * 100_003 + i, user)
                        for i, task in enumerate(tasks)]
             for future in futures:
                 summary = future.result()

@@ -13,7 +13,7 @@ from harness.tasks import arithmetic, off_by_one, rename
 from harness.tasks.base import Edit, Task, materialise, run_hidden_tests
 
 __all__ = ["FAMILIES", "Edit", "Task", "all_tasks", "materialise", "run_hidden_tests",
-           "sample_tasks"]
+           "sample_tasks", "user_cohort"]
 
 FAMILIES = (arithmetic.FAMILY, off_by_one.FAMILY, rename.FAMILY)
 _MAKERS = {arithmetic.FAMILY: arithmetic.make_tasks, off_by_one.FAMILY: off_by_one.make_tasks,
@@ -33,3 +33,13 @@ def sample_tasks(per_family: int, held_out: bool, seed: int = 0) -> list[Task]:
         pool = [t for t in all_tasks() if t.family == family and t.held_out == held_out]
         chosen.extend(rng.sample(pool, min(per_family, len(pool))))
     return chosen
+
+
+def user_cohort(count: int, seed: int = 0) -> list[Task]:
+    """``count`` training tasks, the families in turn (equal shares, so the mix of families
+    does not move a cohort's mean), the same for one seed; distinct while the families last."""
+    per_family = -(-count // len(FAMILIES))
+    chosen = sample_tasks(per_family, held_out=False, seed=seed)
+    by_family = [[t for t in chosen if t.family == family] for family in FAMILIES]
+    turns = [row[i % len(row)] for i in range(per_family) for row in by_family]
+    return turns[:count]

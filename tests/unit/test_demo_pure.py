@@ -23,22 +23,29 @@ def _record(total: float, **signals: float) -> RewardRecord:
 
 def test_cycle_figures_are_means_and_shares_over_the_records() -> None:
     records = [
-        _record(1.0, kept_fraction=1.0, edits_proposed=1, latency_ms_mean=100.0),
-        _record(-1.0, kept_fraction=0.0, edits_proposed=2, dissatisfied_followups=1,
-                broken_tool_calls=2, latency_ms_mean=300.0),
-        _record(0.5, kept_fraction=0.5, clarifications=1, dissatisfied_followups=2),
+        _record(1.0, kept_fraction=1.0, edits_proposed=1, edits_accepted=1,
+                latency_ms_mean=100.0),
+        _record(-1.0, kept_fraction=0.5, edits_proposed=3, edits_accepted=2,
+                dissatisfied_followups=1, broken_tool_calls=2, latency_ms_mean=300.0),
+        _record(0.5, clarifications=1, dissatisfied_followups=2),
         _record(-0.5),
     ]
     f = cycle_figures(records)
     assert f.trajectories == 4
     assert f.mean_reward == 0.0
-    assert f.kept_edit_rate == 1.5 / 4
+    assert f.kept_edit_rate == (1 + 0.5 * 2) / (1 + 3)  # kept edits per proposed edit
+    assert f.kept_edits == (1 + 0.5 * 2) / 4  # kept edits per trajectory
     assert f.edit_rate == 0.5
     assert f.dissatisfied_rate == 0.5
     assert f.broken_call_rate == 0.25
     assert f.clarification_rate == 0.25
     assert f.latency_ms == 100.0  # (100 + 300 + 0 + 0) / 4
     assert f.components == {"kept_3600s": 0.0, "turns": -0.1}
+
+
+def test_no_proposed_edit_leaves_the_kept_edit_rate_unmeasured() -> None:
+    f = cycle_figures([_record(-0.5, clarifications=1)])
+    assert math.isnan(f.kept_edit_rate) and f.edit_rate == 0.0
 
 
 def test_cycle_figures_of_no_records_are_nan() -> None:
@@ -70,3 +77,30 @@ def test_the_broken_calls_hack_malforms_every_edit_call_and_drops_later_turns() 
         pairs[0],
         (pairs[1][0], '<tool>edit_file {"path: "x.py", "search": "a", "replace": "b"}</tool>'),
     ]
+
+
+def test_a_cohort_takes_the_families_in_turn_and_is_the_same_for_one_seed() -> None:
+    from harness.tasks import FAMILIES, user_cohort
+
+    cohort = user_cohort(31, seed=3)
+    assert len(cohort) == 31 == len({t.task_id for t in cohort})
+    assert [t.family for t in cohort[:6]] == list(FAMILIES) * 2
+    assert not any(t.held_out for t in cohort)
+    assert [t.task_id for t in user_cohort(31, seed=3)] == [t.task_id for t in cohort]
+    assert [t.task_id for t in user_cohort(31, seed=4)] != [t.task_id for t in cohort]
+
+
+def test_the_demo_command_defaults_are_the_demo_config_defaults() -> None:
+    import typer.main
+
+    from harness.cli import demo
+    from harness.demo.config import DemoConfig
+
+    app = typer.Typer()
+    app.command()(demo)
+    command = typer.main.get_command(app)
+    shared = {p.name for p in command.params} & DemoConfig.__dataclass_fields__.keys()
+    assert {"cycles", "trajectories", "lr", "batch_records", "eval_per_family"} <= shared
+    for param in command.params:
+        if param.name in shared:
+            assert param.default == DemoConfig.__dataclass_fields__[param.name].default, param.name
