@@ -14,37 +14,16 @@ from datetime import datetime, timedelta, timezone
 
 from pydantic import BaseModel
 
-from schemas.events import (
-    ClarificationAsked,
-    ClarificationAskedPayload,
-    CompletionServed,
-    CompletionServedPayload,
-    EditDecided,
-    EditDecidedPayload,
-    EditPersistence,
-    EditPersistencePayload,
-    EditProposed,
-    EditProposedPayload,
-    Event,
-    FollowupSent,
-    FollowupSentPayload,
-    ToolCalled,
-    ToolCalledPayload,
-    TrajectoryEnded,
-    TrajectoryEndedPayload,
-)
+from schemas.events import EVENT_MODELS, Event
 from schemas.ids import uuid7
 
 __all__ = ["EventSink", "Recorder", "SimClock", "TrajectoryContext"]
 
 EventSink = Callable[[Event], None]
 
+# Each payload model belongs to exactly one event type.
 _EVENT_CLASSES: dict[type[BaseModel], type] = {
-    CompletionServedPayload: CompletionServed, ToolCalledPayload: ToolCalled,
-    EditProposedPayload: EditProposed, EditDecidedPayload: EditDecided,
-    EditPersistencePayload: EditPersistence, FollowupSentPayload: FollowupSent,
-    ClarificationAskedPayload: ClarificationAsked, TrajectoryEndedPayload: TrajectoryEnded,
-}
+    model.model_fields["payload"].annotation: model for model in EVENT_MODELS.values()}
 
 
 @dataclass
