@@ -99,10 +99,9 @@ class CycleRunner:
         with self._progress() as progress:
             bar = progress.add_task(f"cycle {cycle}: trajectories", total=config.trajectories)
             cohort = config.seed * 1000 + cycle if config.fresh_cohorts else config.seed
-            summaries = self.traffic.run(config.trajectories, cohort,
-                                         lambda _s: progress.advance(bar))
+            wanted = set(self.traffic.run(config.trajectories, cohort,
+                                          lambda _id: progress.advance(bar)))
             self.traffic.flush()
-            wanted = {s.trajectory_id for s in summaries}
             rewards = progress.add_task(f"cycle {cycle}: reward records", total=len(wanted))
             consumed = self.reader.collect(wanted, config.rewards_timeout_s,
                                            lambda n: progress.update(rewards, completed=n))

@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.demo.config import DEMO_MONITOR_THRESHOLDS, HACKS, DemoConfig
+from harness.demo.config import DEMO_MONITOR_THRESHOLDS, DemoConfig
 from harness.demo.cycles import CycleRunner, deploy_hack, train_config, wait_served
 from harness.demo.report import CycleRow, alert_line, save_plot, save_rows, summary_table
 from harness.demo.stack import Stack, service_env, start_stack
@@ -60,7 +60,7 @@ def _hack_adapter(console: Console, config: DemoConfig, trainer_config) -> Path:
 
     progress, bar = _bar(console, f"--hack {config.hack} variant", HACK_SFT_STEPS)
     with progress:
-        path = build_hack_adapter(HACKS[config.hack], trainer_config, 5e-3, config.seed,
+        path = build_hack_adapter(config.hack, trainer_config, 5e-3, config.seed,
                                   lambda step, loss: progress.update(bar, completed=step + 1,
                                                                      loss=loss))
     console.print(f"[bold]--hack {config.hack}[/] variant (LoRA over the policy): {path}")
@@ -72,8 +72,8 @@ def _announce(console: Console, config: DemoConfig, stack: Stack, prefix: str) -
                   "(paste it at the console's prompt)")
     console.print(f"[bold]topics[/] prefix {prefix!r}; service logs in {config.log_dir}/")
     thresholds = ", ".join(f"{k}={v}" for k, v in DEMO_MONITOR_THRESHOLDS.items())
-    console.print(f"[bold]monitors[/] demo thresholds (sized for a demo's few dozen "
-                  f"trajectories per checkpoint, not production's defaults): {thresholds}")
+    console.print(f"[bold]monitors[/] demo thresholds (sized for a demo's short, "
+                  f"small checkpoints, not production's defaults): {thresholds}")
 
 
 def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) -> list[CycleRow]:

@@ -14,12 +14,10 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-
-from harness.agent import AgentConfig, Episode, run_trajectory
+from harness.agent import AgentConfig, run_trajectory
 from harness.instrument import SimClock, TrajectoryContext
 from harness.policy.http import HttpPolicy
 from harness.sdk import Telemetry
@@ -27,17 +25,7 @@ from harness.tasks import Task, user_cohort
 from harness.users import SimulatedUser
 from schemas.events import Event
 
-__all__ = ["Traffic", "TrajectorySummary"]
-
-@dataclass(frozen=True)
-class TrajectorySummary:
-    trajectory_id: str
-    family: str
-    checkpoint_id: str
-    passed: bool
-    edits: int
-    questions: int
-    broken_calls: int
+__all__ = ["Traffic"]
 
 
 class _TrajectoryBuffer:
@@ -73,36 +61,33 @@ class Traffic:
                                             temperature=self.temperature)
         return self._local.policy
 
-    def _one(self, task: Task, seed: int, user: SimulatedUser) -> TrajectorySummary:
+    def _one(self, task: Task, seed: int, user: SimulatedUser) -> str:
+        """Run one trajectory and send its client events; returns its id."""
         context = TrajectoryContext(f"traj-{uuid.uuid4().hex[:12]}",
                                     f"sess-{uuid.uuid4().hex[:8]}", f"user-{seed % 50}")
         buffer = _TrajectoryBuffer()
         # Simulated time starts now: persistence checks an hour ahead arrive at once and the
         # ingest clamps them to their receipt, which keeps event time close to the wall.
         clock = SimClock(datetime.now(timezone.utc))
-        episode: Episode = run_trajectory(task, self._policy(), buffer, user=user, clock=clock,
-                                          context=context, config=self.agent, seed=seed)
+        run_trajectory(task, self._policy(), buffer, user=user, clock=clock, context=context,
+                       config=self.agent, seed=seed)
         buffer.send(self.telemetry)
-        checkpoint = episode.completions[-1].checkpoint_id if episode.completions else "unknown"
-        return TrajectorySummary(context.trajectory_id, task.family, checkpoint,
-                                 bool(episode.passed), len(episode.edit_ids), episode.questions,
-                                 episode.broken_calls)
+        return context.trajectory_id
 
-    def run(self, count: int, seed: int,
-            on_done: Callable[[TrajectorySummary], None]) -> list[TrajectorySummary]:
-        """The cohort of ``count`` users and tasks named by ``seed``: the same seed gives the same
-        tasks, users and per-trajectory sampling seeds, so two checkpoints meet the same work."""
+    def run(self, count: int, seed: int, on_done: Callable[[str], None]) -> list[str]:
+        """The ids of the trajectories of the cohort named by ``seed``: the same seed gives the
+        same tasks, user names and sampling seeds, so two checkpoints meet the same work (the
+        users' noisy reactions are drawn per trajectory)."""
         tasks = user_cohort(count, seed)
         user = SimulatedUser(seed=seed)
-        results: list[TrajectorySummary] = []
+        ids: list[str] = []
         with ThreadPoolExecutor(self.concurrency) as pool:
             futures = [pool.submit(self._one, task, seed * 100_003 + i, user)
                        for i, task in enumerate(tasks)]
             for future in futures:
-                summary = future.result()
-                results.append(summary)
-                on_done(summary)
-        return results
+                ids.append(future.result())
+                on_done(ids[-1])
+        return ids
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         return self.telemetry.flush(timeout_s)

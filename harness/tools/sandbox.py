@@ -117,7 +117,7 @@ def _processes_of(uid: int) -> int:
     return count
 
 
-def sandbox_python() -> str:
+def _sandbox_python() -> str:
     """The interpreter a sandboxed ``python`` means; one ``nobody`` can execute when we drop."""
     if not _drops_to_nobody():
         return sys.executable
@@ -126,7 +126,7 @@ def sandbox_python() -> str:
 
 def _argv(command: list[str]) -> list[str]:
     if command and command[0] in ("python", "python3"):
-        return [sandbox_python(), "-S", "-E", *command[1:]]
+        return [_sandbox_python(), "-S", "-E", *command[1:]]
     return command
 
 
