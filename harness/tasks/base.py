@@ -8,7 +8,6 @@ expert's solution (and a plausible wrong one) travel with the task, for demonstr
 from __future__ import annotations
 
 import hashlib
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,15 +63,10 @@ class Task:
     @property
     def fixes(self) -> tuple[Edit, ...]:
         """The quick fixes the workspace offers: the solution's, the wrong fix's and the decoys'
-        edits, by path, each file's in an order fixed by what they change (so the right one is
-        not always first, and the same bug always lists its fixes the same way)."""
-        offered: list[Edit] = []
+        edits, in the fixed order an editor lists code actions in (by file, then by the text
+        they write), so the same kind of bug always lists its fixes the same way."""
         candidates = dict.fromkeys(self.solution + self.wrong_solution + self.decoys)
-        for path in sorted({e.path for e in candidates}):
-            mine = sorted((e for e in candidates if e.path == path), key=lambda e: e.replace)
-            random.Random(repr([(e.path, e.search, e.replace) for e in mine])).shuffle(mine)
-            offered.extend(mine)
-        return tuple(offered)
+        return tuple(sorted(candidates, key=lambda e: (e.path, e.replace)))
 
     def fix_number(self, edit: Edit) -> int:
         """The number ``lint`` and ``read_file`` show for ``edit`` among the quick fixes."""

@@ -44,13 +44,16 @@ def test_families_are_parametrised_into_many_tasks_with_a_held_out_split() -> No
         assert {t.clarity for t in of_family} == {"clear", "vague", "ambiguous"}
 
 
-def test_quick_fixes_offer_the_solution_among_wrong_fixes_in_varying_order() -> None:
+def test_quick_fixes_offer_the_solution_among_wrong_fixes_in_an_editors_fixed_order() -> None:
     for family in FAMILIES:
         tasks = [t for t in all_tasks() if t.family == family]
         for task in tasks:
             assert set(task.solution + task.wrong_solution) <= set(task.fixes)
             assert len(task.fixes) >= 2 * len(task.solution)
-        assert {task.fix_number(task.solution[0]) for task in tasks} >= {1, 2}
+            assert [(e.path, e.replace) for e in task.fixes] == sorted(
+                (e.path, e.replace) for e in task.fixes)
+    # The right number depends on the bug, not on a rule as simple as "always the first".
+    assert {t.fix_number(t.solution[0]) for t in all_tasks()} >= {1, 2, 3}
 
 
 def _types(events: list) -> list[str]:
