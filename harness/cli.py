@@ -39,8 +39,8 @@ def demo(
     it) or rejects. Prints per cycle reward, kept-edit, dissatisfied and broken-call rates,
     latency and the gate's decision; ends with a table and a plot in runs/demo-<time>/.
 
-    The first run builds the warm-started policy (SFT; about a minute on one core, then cached under
-    ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
+    The first run builds the warm-started policy (SFT; about two minutes on one core, then cached
+    under ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
     `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
     """
     from harness.demo.config import HACKS, DemoConfig

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from harness.policy.sft import SftConfig
+
 __all__ = ["register"]
 
 policy_app = typer.Typer(
@@ -21,20 +23,20 @@ def build(
     mix: str = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
                             "(imperfect: the default), clarify or broken-calls (the two "
                             "reward-hacking policies for the demo's --hack)."),
-    steps: int = typer.Option(300, min=1, help="SFT optimiser steps (batch 16)."),
+    steps: int = typer.Option(SftConfig.steps, min=1, help="SFT optimiser steps (batch 16)."),
     seed: int = typer.Option(0, help="Seed of demonstrations, initialisation and batches."),
     threads: int = typer.Option(1, min=1, help="Torch threads; a model this small trains "
                                 "fastest on one, more only help on an idle machine."),
 ) -> None:
     """Build a tiny policy from nothing: demonstrations, tokenizer, model, SFT.
 
-    About a minute on one CPU core. Example: `rewardstream policy build --out runs/policy`
+    About two minutes on one CPU core. Example: `rewardstream policy build --out runs/policy`
     """
     import torch
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness.policy.expert import MIXES
-    from harness.policy.sft import SftConfig, build_policy
+    from harness.policy.sft import build_policy
 
     if mix not in MIXES:
         raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")

@@ -35,7 +35,11 @@ class DemoMix:
 
 MIXES = {
     "expert": DemoMix(),
-    "warm": DemoMix(wrong_fix=0.5, needless_question=0.1, malformed=0.1),
+    # Wrong often enough to leave RL room, right more often than not so that SFT must learn
+    # which fix suits which bug: at even odds every family looks alike to the warm policy, and
+    # RL's updates moved the fix numbers of all families together (off-by-one's right number
+    # is another family's wrong one).
+    "warm": DemoMix(wrong_fix=0.3, needless_question=0.1, malformed=0.1),
     "clarify": DemoMix(wrong_fix=0.4, needless_question=0.9, malformed=0.1),
     "broken-calls": DemoMix(wrong_fix=0.4, needless_question=0.1, malformed=0.1,
                             broken_on_hard=0.9),

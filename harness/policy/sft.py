@@ -44,7 +44,7 @@ _PATIENT = UserConfig(gives_up_on_needless_question=0.0)
 class SftConfig:
     mix: str = "warm"  # a key of harness.policy.expert.MIXES
     demos_per_task: int = 1
-    steps: int = 300
+    steps: int = 1000
     batch_size: int = 16
     learning_rate: float = 6e-3
     vocab_size: int = 1024
