@@ -51,7 +51,7 @@ class DemoConfig:
     # Gate: held-out tasks per family and the non-inferiority margin. Its evals sample at the
     # serving temperature with fixed seeds, so candidate and incumbent draw alike and differ on
     # a task only where their distributions do; greedy evals of this policy sit on a knife edge
-    # (its fix choices are near even odds), where any update flips many tasks both ways.
+    # (its fix choices are far from certain), where any update flips many tasks both ways.
     # At 24 tasks a family's 95% interval spans about ±0.2 for a candidate of the same quality,
     # so the margin is 0.3: wide, but a collapse (a family losing a third of its solves) fails.
     eval_per_family: int = 24
