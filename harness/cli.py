@@ -7,29 +7,37 @@ from typing import Optional
 
 import typer
 
+from harness.demo.config import HACKS, DemoConfig
+
 __all__ = ["register"]
 
 
 def demo(
-    cycles: int = typer.Option(5, min=1, help="Training cycles to run."),
-    trajectories: int = typer.Option(160, min=1, help="Simulated users' trajectories per cycle."),
-    fresh_cohorts: bool = typer.Option(False, help="Draw new users and tasks every cycle "
-                                       "instead of meeting the same cohort each time (then a "
-                                       "cycle's figures also move with the draw)."),
+    cycles: int = typer.Option(DemoConfig.cycles, min=1, help="Training cycles to run."),
+    trajectories: int = typer.Option(DemoConfig.trajectories, min=1,
+                                     help="Simulated users' trajectories per cycle."),
+    fresh_cohorts: bool = typer.Option(
+        DemoConfig.fresh_cohorts, help="Draw new users and tasks every cycle instead of meeting "
+        "the same cohort each time (then a cycle's figures also move with the draw)."),
     hack: Optional[str] = typer.Option(None, help="Deploy a reward-gaming variant after the "
                                        "first cycle: clarify (asks instead of editing) or "
                                        "broken-calls (broken calls instead of hard attempts)."),
     runs: Path = typer.Option(Path("runs"), help="Where the run directory is made."),
-    lr: float = typer.Option(2e-3, help="Learning rate of the LoRA policy-gradient updates."),
-    lora_rank: int = typer.Option(8, min=1, help="LoRA rank."),
-    batch_records: int = typer.Option(32, min=1, help="Reward records per update."),
-    temperature: float = typer.Option(1.0, min=0.05, help="Sampling temperature (serving and "
-                                      "the gate's evals)."),
-    concurrency: int = typer.Option(2, min=1, help="Trajectories in flight at once."),
-    eval_per_family: int = typer.Option(24, min=1, help="Held-out gate tasks per family."),
-    gate_margin: float = typer.Option(0.3, min=0.0, help="Non-inferiority margin of the gate "
-                                      "(solve-rate change a family may lose, 95% lower bound)."),
-    seed: int = typer.Option(0, help="Seed of tasks, users and training."),
+    lr: float = typer.Option(DemoConfig.lr,
+                             help="Learning rate of the LoRA policy-gradient updates."),
+    lora_rank: int = typer.Option(DemoConfig.lora_rank, min=1, help="LoRA rank."),
+    batch_records: int = typer.Option(DemoConfig.batch_records, min=1,
+                                      help="Reward records per update."),
+    temperature: float = typer.Option(DemoConfig.temperature, min=0.05,
+                                      help="Sampling temperature (serving and the gate's evals)."),
+    concurrency: int = typer.Option(DemoConfig.concurrency, min=1,
+                                    help="Trajectories in flight at once."),
+    eval_per_family: int = typer.Option(DemoConfig.eval_per_family, min=1,
+                                        help="Held-out gate tasks per family."),
+    gate_margin: float = typer.Option(
+        DemoConfig.gate_margin, min=0.0, help="Non-inferiority margin of the gate (solve-rate "
+        "change a family may lose, 95% lower bound)."),
+    seed: int = typer.Option(DemoConfig.seed, help="Seed of tasks, users and training."),
     port_offset: int = typer.Option(0, help="Added to the services' ports (ingest 18400, "
                                     "gateway 18000, console 18090), to run two demos at once."),
 ) -> None:
@@ -43,7 +51,6 @@ def demo(
     under ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
     `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
     """
-    from harness.demo.config import HACKS, DemoConfig
     from harness.demo.run import new_run_dir, run_demo
 
     if hack is not None and hack not in HACKS:
