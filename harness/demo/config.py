@@ -15,7 +15,8 @@ HACKS = ("clarify", "broken-calls")
 # The monitors' defaults want ~300 baseline trajectories per checkpoint and windows of a minute;
 # a demo checkpoint serves one or a few cycles of traffic in well under that, so the demo runs
 # them with smaller windows and samples. These are demo thresholds: at this size the detectors
-# see only large shifts and false alarms are far likelier than with the defaults (false alarms at most one per e**threshold windows per key and test).
+# see only large shifts and false alarms are far likelier than with the defaults (false alarms
+# at most one per e**threshold windows per key and test).
 DEMO_MONITOR_THRESHOLDS = {
     "window_s": 10,
     "grace_s": 2,

@@ -29,7 +29,8 @@ def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
     return TrainConfig(
         model_dir=policy_dir.resolve(), out_dir=config.run_dir / "checkpoints",
         model_name="demo-policy", lora=True, lora_rank=config.lora_rank,
-        lora_alpha=2.0 * config.lora_rank, lora_targets=config.lora_targets, lr=config.lr, batch_records=config.batch_records,
+        lora_alpha=2.0 * config.lora_rank, lora_targets=config.lora_targets, lr=config.lr,
+        batch_records=config.batch_records,
         micro_batch_size=config.batch_records, max_staleness=1, gate_margin=config.gate_margin,
         gate_resamples=1000, seed=config.seed,
     ).validate()

@@ -63,15 +63,14 @@ def alert_line(event: AlertEvent) -> str | None:
 def summary_table(rows: list[CycleRow]) -> Table:
     table = Table(title="rewardstream demo: per cycle")
     for column in ("cycle", "served by", "n", "reward", "kept-edit", "kept/traj", "edit",
-                   "dissatisfied",
-                   "broken-call", "latency ms", "gate", "evals cand/inc"):
+                   "dissatisfied", "broken-call", "latency ms", "gate", "evals cand/inc"):
         table.add_column(column, justify="right" if column not in ("served by", "gate") else "left")
     for row in rows:
         f = row.figures
         table.add_row(str(row.cycle), _short(row.served_by), str(f.trajectories),
                       f"{f.mean_reward:+.3f}", f"{f.kept_edit_rate:.2f}", f"{f.kept_edits:.2f}",
-                      f"{f.edit_rate:.2f}",
-                      f"{f.dissatisfied_rate:.2f}", f"{f.broken_call_rate:.2f}",
+                      f"{f.edit_rate:.2f}", f"{f.dissatisfied_rate:.2f}",
+                      f"{f.broken_call_rate:.2f}",
                       f"{f.latency_ms:.0f}", row.decision,
                       f"{row.eval_candidate:.2f}/{row.eval_incumbent:.2f}")
     return table
