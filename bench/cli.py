@@ -11,7 +11,9 @@ __all__ = ["register"]
 # One module per benchmark; each adds its own command to the group.
 _BENCHMARKS: tuple[str, ...] = (
     "bench.ingest",
+    "bench.fold",
     "bench.streams",
+    "bench.restore",
     "bench.serving",
     "bench.trainer",
 )

@@ -1,6 +1,7 @@
 """``rewardstream bench trainer``: tokens/s of the trainer's update step against a plain PyTorch
 loop doing the same step (forward, token log-probs, truncated-IS policy-gradient loss, backward,
-clip, AdamW) on an identical copy of the same small model, in the same run."""
+clip, AdamW) on an identical copy of the same model, in the same run: a small Llama-style model
+built locally, or any local model directory (``--model``), fully fine-tuned or with LoRA."""
 
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ def trainer_bench(
     completion_len: int = typer.Option(160, min=1, help="Completion tokens per sample."),
     hidden: int = typer.Option(128, min=16, help="Hidden size of the benchmark model."),
     layers: int = typer.Option(4, min=1, help="Layers of the benchmark model."),
+    model: Path = typer.Option(None, exists=True, file_okay=False,
+                               help="A local model directory to train instead of the built "
+                                    "one (e.g. one from `rewardstream model import`)."),
+    lora: bool = typer.Option(False, "--lora", help="Train a LoRA adapter (all linear layers, "
+                                                    "rank 8) instead of every weight."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Tokens/s of one update step: the trainer's PolicyUpdater vs a plain PyTorch loop.
@@ -84,13 +90,21 @@ def trainer_bench(
 
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
-        tokenizer, model_dir = _setup(Path(tmp), hidden, layers)
+        if model is None:
+            tokenizer, model_dir = _setup(Path(tmp), hidden, layers)
+        else:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+            model_dir = model
         config = TrainConfig(model_dir=model_dir, out_dir=Path(tmp) / "out", lr=1e-5,
-                             micro_batch_size=batch)
+                             micro_batch_size=batch, lora=lora)
         ours = load_actor(config, None, "cpu")
-        updater = PolicyUpdater(ours, make_optimizer(ours.trainable(), config), config, DistContext())
-        plain = load_actor(config, None, "cpu").model
-        plain_opt = make_optimizer(list(plain.parameters()), config)
+        optimizer = make_optimizer(ours.trainable(), config)
+        updater = PolicyUpdater(ours, optimizer, config, DistContext())
+        reference = load_actor(config, None, "cpu")
+        plain = reference.model
+        plain_opt = make_optimizer(reference.trainable(), config)
         samples = _samples(batch, prompt_len, completion_len, len(tokenizer))
         prebuilt = collate(samples, ours.pad_id)
         tokens = batch * (prompt_len + completion_len)
@@ -106,7 +120,10 @@ def trainer_bench(
                 run()
                 timings[name] += time.perf_counter() - start
     result = {
-        "model": {"hidden": hidden, "layers": layers, "params": sum(p.numel() for p in plain.parameters())},
+        "model": {"dir": str(model) if model else None, "lora": lora,
+                  "hidden": plain.config.hidden_size, "layers": plain.config.num_hidden_layers,
+                  "params": sum(p.numel() for p in plain.parameters()),
+                  "trainable": sum(p.numel() for p in reference.trainable())},
         "batch": batch, "tokens_per_step": tokens, "steps": steps,
         "trainer_tokens_per_s": tokens * steps / timings["trainer"],
         "reference_tokens_per_s": tokens * steps / timings["reference"],
@@ -115,7 +132,9 @@ def trainer_bench(
     if as_json:
         typer.echo(json.dumps(result))
         return
-    typer.echo(f"model {result['model']['params']:,} params, {batch} samples x "
+    typer.echo(f"model {result['model']['dir'] or 'built locally'}, "
+               f"{result['model']['params']:,} params ({result['model']['trainable']:,} trained), "
+               f"{batch} samples x "
                f"{prompt_len}+{completion_len} tokens, {steps} steps each")
     typer.echo(f"trainer   {result['trainer_tokens_per_s']:10.0f} tokens/s")
     typer.echo(f"reference {result['reference_tokens_per_s']:10.0f} tokens/s")

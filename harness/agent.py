@@ -3,8 +3,13 @@
 One trajectory runs until the policy replies (a final answer), the user gives up on a clarifying
 question, or the turn budget is spent. Everything that happens is emitted as an event through
 the recorder: ``completion.served`` (only for in-process policies; a gateway emits its own),
-``tool.called`` for every call including broken ones, ``edit.proposed``,
-``clarification.asked`` and ``trajectory.ended``. The simulated user adds its reactions.
+``tool.called`` for every call including broken ones (except those the gateway already
+recorded itself), ``edit.proposed``, ``clarification.asked`` and ``trajectory.ended``. The
+simulated user adds its reactions.
+
+The conversation is kept in OpenAI's shape: an assistant turn carries the endpoint's
+``tool_calls`` when it parsed them, and each call's observation is a ``tool`` message naming
+its call.
 """
 
 from __future__ import annotations
@@ -13,12 +18,19 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.errors import PolicyError
 from harness.instrument import EventSink, Recorder, SimClock, TrajectoryContext
 from harness.policy.base import Completion, Message, Policy
 from harness.tasks.base import Task, materialise, run_hidden_tests
-from harness.tools.calls import parse_action
+from harness.tools.calls import (
+    BrokenCall,
+    ParsedAction,
+    ToolCall,
+    action_from_tool_calls,
+    parse_action,
+)
 from harness.tools.executor import CallOutcome, ToolBox
 from harness.tools.sandbox import SandboxLimits
 from harness.users import Review, SimulatedUser
@@ -51,6 +63,7 @@ class Episode:
     turns: int = 0
     outcome: str = "aborted"
     passed: bool | None = None  # hidden tests on the final workspace, when they were run
+    isolated: bool | None = None  # whether they (and every run) had the sandbox's isolation
     review: Review | None = None
 
     @property
@@ -69,15 +82,20 @@ def _served(completion: Completion) -> CompletionServedPayload:
     )
 
 
-def _record_calls(episode: Episode, outcomes: list[CallOutcome], recorder: Recorder) -> None:
-    for outcome in outcomes:
+def _record_calls(episode: Episode, calls: tuple[ToolCall | BrokenCall, ...],
+                  outcomes: list[CallOutcome], recorder: Recorder) -> None:
+    """Emit each call's events and answer it with a ``tool`` message, in call order."""
+    for call, outcome in zip(calls, outcomes, strict=True):
         recorder.clock.advance(outcome.duration_ms / 1000)
-        recorder.emit(ToolCalledPayload(
-            call_id=f"{recorder.context.trajectory_id}-c{len(episode.outcomes)}",
-            tool=outcome.tool[:64] or "unknown", valid=outcome.valid,
-            error_kind=outcome.error_kind, duration_ms=outcome.duration_ms,
-            parallel_group=outcome.parallel_group))
+        call_id = f"{recorder.context.trajectory_id}-c{len(episode.outcomes)}"
+        if not (isinstance(call, BrokenCall) and call.recorded):  # the gateway recorded it
+            recorder.emit(ToolCalledPayload(
+                call_id=call_id, tool=outcome.tool[:64] or "unknown", valid=outcome.valid,
+                error_kind=outcome.error_kind, duration_ms=outcome.duration_ms,
+                parallel_group=outcome.parallel_group))
         episode.outcomes.append(outcome)
+        episode.messages.append({"role": "tool", "tool_call_id": call.call_id or call_id,
+                                 "content": outcome.observation.rstrip()})
         if outcome.edit is not None:
             edit_id = f"{recorder.context.trajectory_id}-e{len(episode.edit_ids)}"
             episode.edit_ids.append(edit_id)
@@ -86,8 +104,19 @@ def _record_calls(episode: Episode, outcomes: list[CallOutcome], recorder: Recor
                 lines_removed=outcome.edit.lines_removed))
 
 
-def _observation(outcomes: list[CallOutcome]) -> str:
-    return "\n---\n".join(o.observation.rstrip() for o in outcomes)
+def _assistant_message(completion: Completion) -> Message:
+    message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if completion.tool_calls:
+        message["tool_calls"] = [dict(call) for call in completion.tool_calls]
+    return message
+
+
+def _action(completion: Completion, toolbox: ToolBox) -> ParsedAction:
+    """What the completion does; the harness judges every call the gateway did not."""
+    if not completion.tool_calls and completion.verdicts is None:
+        return parse_action(completion.text, toolbox.specs)
+    return action_from_tool_calls(completion.text, completion.tool_calls,
+                                  completion.verdicts or (), toolbox.specs)
 
 
 def run_episode(
@@ -109,8 +138,8 @@ def run_episode(
         if policy.emits_completion_events:
             recorder.emit(_served(completion))
         episode.completions.append(completion)
-        episode.messages.append({"role": "assistant", "content": completion.text})
-        action = parse_action(completion.text, toolbox.specs)
+        episode.messages.append(_assistant_message(completion))
+        action = _action(completion, toolbox)
         if action.reply is not None and not action.reply.is_question:
             episode.outcome = "completed"
             break
@@ -122,9 +151,7 @@ def run_episode(
                 break
             episode.messages.append({"role": "user", "content": answer})
             continue
-        outcomes = toolbox.execute(action.calls)
-        _record_calls(episode, outcomes, recorder)
-        episode.messages.append({"role": "tool", "content": _observation(outcomes)})
+        _record_calls(episode, action.calls, toolbox.execute(action.calls), recorder)
     recorder.emit(TrajectoryEndedPayload(outcome=episode.outcome, turns=episode.turns,
                                          task_family=task.family))
     return episode
@@ -144,7 +171,8 @@ def run_trajectory(
         workspace = materialise(task, Path(tmp) / "ws")
         episode = run_episode(task, policy, ToolBox(workspace, config.limits), recorder, user,
                               config, seed)
-        episode.passed = run_hidden_tests(task, workspace).ok
+        hidden = run_hidden_tests(task, workspace, config.limits.allow_unisolated)
+        episode.passed, episode.isolated = hidden.passed, hidden.isolated
     if user is not None:
         episode.review = user.review(episode.edit_ids, episode.passed, recorder)
     return episode

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from harness.demo.config import HACKS, DemoConfig
+
+Hack = StrEnum("Hack", {name: name for name in HACKS})  # type: ignore[misc]
 
 __all__ = ["register"]
 
@@ -19,7 +21,7 @@ def demo(
     fresh_cohorts: bool = typer.Option(
         DemoConfig.fresh_cohorts, help="Draw new users and tasks every cycle instead of meeting "
         "the same cohort each time (then a cycle's figures also move with the draw)."),
-    hack: Optional[str] = typer.Option(None, help="Deploy a reward-gaming variant after the "
+    hack: Hack | None = typer.Option(None, help="Deploy a reward-gaming variant after the "
                                        "first cycle: clarify (asks instead of editing) or "
                                        "broken-calls (broken calls instead of hard attempts)."),
     runs: Path = typer.Option(Path("runs"), help="Where the run directory is made."),
@@ -37,15 +39,24 @@ def demo(
     gate_margin: float = typer.Option(
         DemoConfig.gate_margin, min=0.0, help="Non-inferiority margin of the gate (solve-rate "
         "change a family may lose, 95% lower bound)."),
+    canary_share: float = typer.Option(
+        DemoConfig.canary_share, min=0.05, max=0.95, help="Share of a cycle's users (sticky by "
+        "user) the canary arm gets while a candidate that passed the gate waits for its A/B."),
+    ab_margin: float = typer.Option(
+        DemoConfig.ab_margin, min=0.0, help="Non-inferiority margin of the canary's A/B: the "
+        "reward loss (canary − production) its 95% interval must rule out."),
     seed: int = typer.Option(DemoConfig.seed, help="Seed of tasks, users and training."),
     port_offset: int = typer.Option(0, help="Added to the services' ports (ingest 18400, "
                                     "gateway 18000, console 18090), to run two demos at once."),
 ) -> None:
     """The closed loop on this machine: broker, ingest, reward worker, monitors, console,
     gateway and trainer; simulated users work with the served policy, their events become
-    rewards, each cycle trains a LoRA candidate that the gate promotes (the gateway hot-loads
-    it) or rejects. Prints per cycle reward, kept-edit, dissatisfied and broken-call rates,
-    latency and the gate's decision; ends with a table and a plot in runs/demo-<time>/.
+    rewards, each cycle trains a LoRA candidate; one that passes the gate's offline evaluation
+    serves a canary arm beside production in the next cycle, and is promoted (the gateway
+    hot-loads it) only if that A/B is non-inferior. Prints per cycle reward, kept-edit,
+    dissatisfied and broken-call rates, latency, the A/B table and every decision with its
+    reason; ends with a table and a plot in runs/demo-<time>/. It stops what it started (a
+    broker too, unless one was running), also on Ctrl-C.
 
     The first run builds the warm-started policy (SFT; about two minutes on one core, then cached
     under ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
@@ -53,14 +64,13 @@ def demo(
     """
     from harness.demo.run import new_run_dir, run_demo
 
-    if hack is not None and hack not in HACKS:
-        raise typer.BadParameter(f"--hack must be one of {', '.join(HACKS)}")
     run_dir, prefix = new_run_dir(runs)
     config = DemoConfig(run_dir=run_dir, cycles=cycles, trajectories=trajectories,
-                        fresh_cohorts=fresh_cohorts, hack=hack,
+                        fresh_cohorts=fresh_cohorts, hack=hack.value if hack else None,
                         lr=lr, lora_rank=lora_rank, batch_records=batch_records,
                         temperature=temperature, concurrency=concurrency,
-                        eval_per_family=eval_per_family, gate_margin=gate_margin, seed=seed,
+                        eval_per_family=eval_per_family, gate_margin=gate_margin,
+                        canary_share=canary_share, ab_margin=ab_margin, seed=seed,
                         ingest_port=DemoConfig.ingest_port + port_offset,
                         gateway_port=DemoConfig.gateway_port + port_offset,
                         console_port=DemoConfig.console_port + port_offset)

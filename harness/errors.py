@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.errors import RewardstreamError
 
-__all__ = ["HarnessError", "PolicyError", "SandboxViolation", "ToolError"]
+__all__ = ["HarnessError", "PolicyError", "SandboxUnavailable", "SandboxViolation", "ToolError"]
 
 
 class HarnessError(RewardstreamError):
@@ -13,6 +13,10 @@ class HarnessError(RewardstreamError):
 
 class SandboxViolation(HarnessError):
     """A tool argument reached outside the workspace (absolute path, ``..``, outward symlink)."""
+
+
+class SandboxUnavailable(HarnessError):
+    """The sandbox cannot isolate commands here and the operator did not allow running without."""
 
 
 class ToolError(HarnessError):

@@ -36,6 +36,7 @@ class HarnessEvalSuite:
     task_seed: int = 0  # which held-out tasks; fixed, so candidate and incumbent see the same
     temperature: float = 1.0
     max_turns: int = 6
+    max_new_tokens: int = 96  # per completion of an in-process policy
 
     def tasks(self) -> list[Task]:
         return sample_tasks(self.per_family, held_out=True, seed=self.task_seed)
@@ -43,7 +44,8 @@ class HarnessEvalSuite:
     def evaluate(self, checkpoint_dir: Path, seed: int) -> list[TaskResult]:
         from harness.policy.local import LocalPolicy
 
-        policy = LocalPolicy.from_dir(checkpoint_dir, temperature=self.temperature)
+        policy = LocalPolicy.from_dir(checkpoint_dir, temperature=self.temperature,
+                                      max_new_tokens=self.max_new_tokens)
         return self.evaluate_policy(lambda _task: policy, seed)
 
     def evaluate_policy(self, policy_for: Callable[[Task], Policy], seed: int) -> list[TaskResult]:
@@ -54,7 +56,8 @@ class HarnessEvalSuite:
             episode = run_trajectory(task, policy_for(task), _discard,
                                      user=SimulatedUser(_EVAL_USER, seed), context=context,
                                      config=config, seed=seed * 10_007 + index)
-            results.append(TaskResult(task.task_id, task.family, float(bool(episode.passed))))
+            results.append(TaskResult(task.task_id, task.family, float(bool(episode.passed)),
+                                      sandbox_isolated=bool(episode.isolated)))
         return results
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel
 
@@ -30,7 +30,7 @@ _EVENT_CLASSES: dict[type[BaseModel], type] = {
 class SimClock:
     """Simulated time: advanced explicitly, never read from the wall."""
 
-    now: datetime = field(default_factory=lambda: datetime(2025, 1, 1, tzinfo=timezone.utc))
+    now: datetime = field(default_factory=lambda: datetime(2025, 1, 1, tzinfo=UTC))
 
     def advance(self, seconds: float) -> datetime:
         self.now += timedelta(seconds=seconds)

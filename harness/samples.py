@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from schemas.events import (
     ClarificationAsked,
@@ -33,7 +33,7 @@ def sample_trajectory(
 ) -> list[Event]:
     """One served completion, a valid and a broken tool call, an accepted edit, its persistence
     check, a clarifying question, a follow-up and the end: every event type once."""
-    t0 = start or datetime.now(timezone.utc)
+    t0 = start or datetime.now(UTC)
     common = {
         "trajectory_id": trajectory_id, "session_id": f"session-{trajectory_id}",
         "user": "user-1", "checkpoint_id": checkpoint_id, "arm": "control",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything rewardstream needs on a fresh machine, then runs one job:
 #   bash infra/bootstrap.sh demo [ARGS...]   the closed-loop demo on a local broker
-#   bash infra/bootstrap.sh test [ARGS...]   the test suite against a real local broker
+#   bash infra/bootstrap.sh test [ARGS...]   the checks, then the test suite against a real broker
+#   bash infra/bootstrap.sh check            only the checks: lint (ruff), types (mypy), layers
 #   bash infra/bootstrap.sh env              only set up; prints how to activate the venv
 # Dependencies install once into a virtualenv cached outside the checkout, keyed by a hash of
 # infra/requirements.lock and the Python version, so repeat runs never reinstall torch. The
@@ -54,6 +55,14 @@ if [ ! -x "$venv/bin/rewardstream" ] || [ "$root/pyproject.toml" -nt "$venv/bin/
 fi
 export PATH="$venv/bin:$PATH"
 
+# ruff, mypy and import-linter: the code's own rules, before any test runs.
+run_checks() {
+  cd "$root"
+  echo "==> ruff"; "$deps/bin/ruff" check .
+  echo "==> mypy"; "$deps/bin/mypy"
+  echo "==> layers"; "$deps/bin/lint-imports" --no-cache
+}
+
 case "$job" in
   env)
     echo "ready: source $venv/bin/activate  (or run $venv/bin/rewardstream --help)"
@@ -61,7 +70,11 @@ case "$job" in
   demo)
     exec rewardstream demo "$@"
     ;;
+  check)
+    run_checks
+    ;;
   test)
+    run_checks
     ensure_test_system_packages
     rewardstream kafka start || { [ "${CI:-}" = "true" ] && exit 1; echo "continuing without a broker: Kafka tests will be skipped"; }
     trap 'rewardstream kafka stop >/dev/null 2>&1 || true' EXIT
@@ -69,7 +82,7 @@ case "$job" in
     python -m pytest "$@"
     ;;
   *)
-    echo "usage: bash infra/bootstrap.sh {demo|test|env} [ARGS...]" >&2
+    echo "usage: bash infra/bootstrap.sh {demo|test|check|env} [ARGS...]" >&2
     exit 2
     ;;
 esac

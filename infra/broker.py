@@ -1,7 +1,9 @@
-"""The local single-node Kafka broker: jars from Maven Central, KRaft storage, a java process.
+"""The local Kafka broker: jars from Maven Central, KRaft storage, one java process per node.
 
 ``rewardstream kafka start|stop|status`` and the pytest fixture both call :func:`start`,
-:func:`stop` and :func:`status`, so tests run against exactly the broker operators run.
+:func:`stop` and :func:`status`, so tests run against exactly the broker operators run. One node
+by default; ``REWARDSTREAM_KAFKA_BROKERS=3`` (``kafka start --brokers 3``) runs a three-node
+cluster on loopback, each node a broker and a controller voter (see ``infra.broker_node``).
 """
 
 from __future__ import annotations
@@ -12,35 +14,82 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.broker_node import (
+    Node,
+    format_storage,
+    launch,
+    node_pid,
+    nodes,
+    port_open,
+    wait_exit,
+    wait_started,
+    write_config,
+)
+from infra.broker_security import security_config
 from infra.errors import BrokerError
 from infra.settings import Settings, cache_dir
 
-__all__ = ["BrokerStatus", "ensure_jars", "start", "status", "stop", "wait_port_free"]
+__all__ = ["BrokerStatus", "NodeStatus", "ensure_jars", "start", "status", "stop",
+           "wait_port_free"]
 
-_STARTED_LINE = "Kafka Server started"
 _START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 45.0
+_STOP_GRACE_S = 45.0
+# A node whose controllers stopped before it cannot finish a controlled shutdown (it would wait
+# for minutes): when the whole cluster stops, stragglers are killed sooner. Everything they
+# acknowledged is written already; their next start recovers the logs.
+_CLUSTER_STOP_GRACE_S = 15.0
 
 
 @dataclass(frozen=True)
-class BrokerStatus:
+class NodeStatus:
+    node_id: int
     running: bool
     pid: int | None
-    bootstrap_servers: str
+    port: int
+    controller_port: int
     data_dir: Path
     log_file: Path
 
     def describe(self) -> str:
-        if self.running:
-            return f"running (pid {self.pid}) on {self.bootstrap_servers}, data in {self.data_dir}"
-        return f"not running (data dir {self.data_dir})"
+        where = f"127.0.0.1:{self.port} (controller {self.controller_port})"
+        state = f"running (pid {self.pid})" if self.running else "not running"
+        return f"node {self.node_id} {state} on {where}, data in {self.data_dir}"
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    nodes: tuple[NodeStatus, ...]
+    bootstrap_servers: str
+    data_dir: Path
+
+    @property
+    def running(self) -> bool:
+        """Every node runs."""
+        return all(node.running for node in self.nodes)
+
+    @property
+    def pid(self) -> int | None:
+        return self.nodes[0].pid
+
+    @property
+    def log_file(self) -> Path:
+        return self.nodes[0].log_file
+
+    def describe(self) -> str:
+        if len(self.nodes) == 1:
+            if self.running:
+                return (f"running (pid {self.pid}) on {self.bootstrap_servers}, "
+                        f"data in {self.data_dir}")
+            return f"not running (data dir {self.data_dir})"
+        up = sum(node.running for node in self.nodes)
+        lines = [f"{up} of {len(self.nodes)} nodes running on {self.bootstrap_servers}"]
+        return "\n".join(lines + [f"  {node.describe()}" for node in self.nodes])
 
 
 def _infra_file(name: str) -> str:
@@ -88,52 +137,24 @@ def ensure_jars() -> Path:
 def _java() -> str:
     java = shutil.which("java")
     if java is None:
-        raise BrokerError("Java is not installed: install a JDK 17+ (apt-get install openjdk-17-jre-headless)")
+        raise BrokerError("Java is not installed: install a JDK 17+ "
+                          "(apt-get install openjdk-17-jre-headless)")
     return java
 
 
-def _paths(settings: Settings) -> tuple[Path, Path, Path, Path]:
-    data = settings.kafka_data_dir
-    return data, data / "broker.pid", data / "broker.log", data / "server.properties"
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        # A zombie is dead for our purposes; it only awaits its parent's wait().
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _read_pid(pid_file: Path) -> int | None:
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if _pid_alive(pid) else None
+def _node_status(node: Node) -> NodeStatus:
+    pid = node_pid(node)
+    running = pid is not None and port_open(node.port)
+    return NodeStatus(node.node_id, running, pid, node.port, node.controller_port,
+                      node.data_dir, node.log_file)
 
 
 def status(settings: Settings) -> BrokerStatus:
-    data, pid_file, log_file, _ = _paths(settings)
-    pid = _read_pid(pid_file)
-    running = pid is not None and _port_open(settings.kafka_port)
-    return BrokerStatus(running, pid, settings.bootstrap_servers, data, log_file)
+    return BrokerStatus(tuple(_node_status(node) for node in nodes(settings)),
+                        settings.bootstrap_servers, settings.kafka_data_dir)
 
 
-def _cluster_id() -> str:
+def _new_cluster_id() -> str:
     # Kafka's Uuid format: 16 random bytes, URL-safe base64 without padding, never a leading '-'.
     while True:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -141,116 +162,93 @@ def _cluster_id() -> str:
             return cid
 
 
-def _write_config(settings: Settings, config_file: Path) -> None:
-    text = _infra_file("server.properties").format(
-        port=settings.kafka_port,
-        controller_port=settings.kafka_controller_port,
-        log_dirs=settings.kafka_data_dir / "logs",
-    )
-    config_file.write_text(text)
-    (config_file.parent / "log4j.properties").write_text(_infra_file("log4j.properties"))
+def _cluster_id(settings: Settings) -> str:
+    """A single broker gets a new id when it is formatted; a cluster's nodes share one, kept
+    beside them so that a node whose storage is formatted later joins the same cluster."""
+    if settings.kafka_brokers == 1:
+        return _new_cluster_id()
+    path = settings.kafka_data_dir / "cluster.id"
+    if not path.exists():
+        path.write_text(_new_cluster_id() + "\n")
+    return path.read_text().strip()
 
 
-def _format_storage(java: str, classpath: str, config_file: Path, logs: Path) -> None:
-    if (logs / "meta.properties").exists():
-        return
-    result = subprocess.run(
-        [java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format",
-         "-t", _cluster_id(), "-c", str(config_file), "--ignore-formatted"],
-        capture_output=True, text=True, check=False,
-    )
-    if result.returncode != 0:
-        raise BrokerError(f"formatting Kafka storage in {logs} failed: {result.stderr.strip()[-300:]}")
-
-
-def _check_ports_free(settings: Settings) -> None:
-    for port in (settings.kafka_port, settings.kafka_controller_port):
-        if _port_open(port):
+def _check_ports_free(node: Node) -> None:
+    for port in (node.port, node.controller_port):
+        if port_open(port):
             raise BrokerError(
                 f"port {port} is already taken by another process: stop it, or choose other ports "
                 "with REWARDSTREAM_KAFKA_PORT / REWARDSTREAM_KAFKA_CONTROLLER_PORT"
             )
 
 
-def _wait_started(proc: subprocess.Popen[bytes], settings: Settings, log_file: Path) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log_file.read_text(errors="replace").strip().splitlines()[-5:]
-            raise BrokerError(
-                f"the Kafka broker exited with code {proc.returncode} during start-up; "
-                f"last log lines ({log_file}): " + " | ".join(tail)
-            )
-        if _STARTED_LINE in log_file.read_text(errors="replace") and _port_open(settings.kafka_port):
-            return
-        time.sleep(0.25)
-    proc.terminate()
-    raise BrokerError(f"the Kafka broker did not start within {_START_TIMEOUT_S:.0f} s; see {log_file}")
-
-
-def start(settings: Settings) -> tuple[BrokerStatus, bool]:
-    """Start the broker unless it runs; returns its status and whether this call started it.
+def start(settings: Settings, secure: bool = False) -> tuple[BrokerStatus, bool]:
+    """Start every node that does not run; returns the status and whether this call started any.
 
     Concurrent callers (two demos, a test fixture and the CLI) serialise on a lock file, so only
-    one of them launches the broker and the others find it running.
+    one of them launches nodes and the others find them running. ``secure`` (or a data
+    directory formatted secured) starts them with SASL/SCRAM and ACLs
+    (``infra.broker_security``).
     """
     settings.kafka_data_dir.mkdir(parents=True, exist_ok=True)
     with open(settings.kafka_data_dir / "broker.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        current = status(settings)
-        if current.running:
-            return current, False
-        return _launch(settings), True
+        all_nodes = nodes(settings)
+        stopped = [node for node in all_nodes if not _node_status(node).running]
+        if not stopped:
+            return status(settings), False
+        _launch(settings, all_nodes, stopped, secure)
+        return status(settings), True
 
 
-def _launch(settings: Settings) -> BrokerStatus:
+def _launch(settings: Settings, all_nodes: list[Node], stopped: list[Node],
+            secure: bool) -> None:
     java = _java()
-    _check_ports_free(settings)
-    jars = ensure_jars()
-    data, pid_file, log_file, config_file = _paths(settings)
-    data.mkdir(parents=True, exist_ok=True)
-    _write_config(settings, config_file)
-    classpath = f"{jars}/*"
-    _format_storage(java, classpath, config_file, data / "logs")
-    with open(log_file, "wb") as log:
-        proc = subprocess.Popen(
-            [java, f"-Xms{settings.kafka_heap_mb // 2}m", f"-Xmx{settings.kafka_heap_mb}m",
-             "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-             f"-Dlog4j.configuration=file:{data / 'log4j.properties'}",
-             "-cp", classpath, "kafka.Kafka", str(config_file)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,  # the broker outlives the CLI that started it
-        )
-    pid_file.write_text(f"{proc.pid}\n")
-    _wait_started(proc, settings, log_file)
-    return status(settings)
+    for node in stopped:
+        _check_ports_free(node)
+    classpath = f"{ensure_jars()}/*"
+    cluster_id = _cluster_id(settings)
+    formatted = any((node.logs / "meta.properties").exists() for node in all_nodes)
+    overlay, scram_args = security_config(settings, secure, formatted)
+    procs = {}
+    for node in stopped:
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        write_config(node, all_nodes, _infra_file("server.properties"),
+                     _infra_file("log4j.properties"), overlay)
+        format_storage(java, classpath, node, cluster_id, scram_args)
+    for node in stopped:  # all at once: a cluster's nodes wait for each other's quorum
+        procs[node] = launch(java, classpath, node, settings.kafka_heap_mb)
+    wait_started(procs, _START_TIMEOUT_S)
 
 
 def wait_port_free(port: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _port_open(port):
+        if not port_open(port):
             return True
         time.sleep(0.2)
-    return not _port_open(port)
+    return not port_open(port)
 
 
-def stop(settings: Settings) -> bool:
-    """Stop the broker cleanly (SIGTERM, then SIGKILL after a grace period); False if none ran."""
-    _, pid_file, _, _ = _paths(settings)
-    pid = _read_pid(pid_file)
-    if pid is None:
-        pid_file.unlink(missing_ok=True)
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_TIMEOUT_S
-    while time.monotonic() < deadline and _pid_alive(pid):
-        time.sleep(0.2)
-    if _pid_alive(pid):
-        os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)
-    pid_file.unlink(missing_ok=True)
-    for port in (settings.kafka_port, settings.kafka_controller_port):
-        if not wait_port_free(port, 10.0):
-            raise BrokerError(f"the broker stopped but port {port} is still in use")
-    return True
+def stop(settings: Settings, node_id: int | None = None, sig: int = signal.SIGTERM) -> bool:
+    """Stop every node (or only ``node_id``) with ``sig`` and wait until their ports are free;
+    False if none ran. SIGTERM shuts down cleanly, SIGKILL is a crash."""
+    targets = [node for node in nodes(settings) if node_id in (None, node.node_id)]
+    if not targets:
+        raise BrokerError(f"there is no node {node_id}: the nodes are 1 to "
+                          f"{settings.kafka_brokers}")
+    pids = {node: pid for node in targets if (pid := node_pid(node)) is not None}
+    for node in targets:
+        if node not in pids:
+            node.pid_file.unlink(missing_ok=True)
+    for pid in pids.values():  # signal all first: their shutdowns go on side by side
+        os.kill(pid, sig)
+    whole_cluster = settings.kafka_brokers > 1 and len(targets) == settings.kafka_brokers
+    deadline = time.monotonic() + (_CLUSTER_STOP_GRACE_S if whole_cluster else _STOP_GRACE_S)
+    for node, pid in pids.items():
+        wait_exit(node, pid, deadline)
+    for node in targets:
+        for port in (node.port, node.controller_port):
+            if not wait_port_free(port, 10.0):
+                raise BrokerError(f"node {node.node_id} stopped but port {port} is still in use")
+    return bool(pids)

@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from infra.redact import install_log_redaction, redact_text
 from schemas.errors import RewardstreamError
 
 __all__ = ["app", "main"]
@@ -23,8 +24,11 @@ _COMMAND_MODULES = (
     "harness.cli",
     "harness.policy.cli",
     "serving.cli",
+    "serving.keys_cli",
     "streams.cli",
+    "streams.quarantine_cli",
     "trainer.cli",
+    "trainer.model_cli",
     "bench.cli",
 )
 
@@ -47,11 +51,13 @@ for _module in _COMMAND_MODULES:
 
 
 def main() -> None:
-    """Run the CLI; expected failures print one line and exit 1 instead of a stack trace."""
+    """Run the CLI; expected failures print one line and exit 1 instead of a stack trace.
+    Every command's log lines and error messages go out with secrets redacted."""
+    install_log_redaction()
     try:
         app()
     except RewardstreamError as exc:
-        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        typer.secho(f"error: {redact_text(str(exc))}", err=True, fg=typer.colors.RED)
         sys.exit(1)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict, model_validator
 
 __all__ = [
     "Alert",
@@ -29,7 +29,7 @@ AlertEventKind = Literal["fired", "acknowledged", "resolved", "silenced", "silen
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Alert(_Frozen):
@@ -67,6 +67,24 @@ class AlertEvent(_Frozen):
     silence_id: str | None = None  # with kind "silence_lifted"
     note: str = ""
 
+    @model_validator(mode="after")
+    def _kind_carries_its_fields(self) -> AlertEvent:
+        # The alert state folds these fields by kind: a "fired" event without its alert would
+        # stop every consumer of the topic at that record.
+        missing = [name for name in _NEEDS[self.kind] if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a {self.kind!r} event needs {' and '.join(missing)}")
+        if self.alert is not None and self.alert.fingerprint != self.fingerprint:
+            raise ValueError(f"fingerprint {self.fingerprint!r} is not the alert's "
+                             f"({self.alert.fingerprint!r})")
+        return self
+
+
+_NEEDS: dict[str, tuple[str, ...]] = {
+    "fired": ("fingerprint", "alert"), "acknowledged": ("fingerprint",),
+    "resolved": ("fingerprint",), "silenced": ("silence",), "silence_lifted": ("silence_id",),
+}
+
 
 def alert_fingerprint(detector: str, labels: dict[str, str]) -> str:
     """A stable id of one alert condition: the detector and its sorted labels, hashed."""
@@ -78,4 +96,5 @@ def alert_event_key(event: AlertEvent) -> bytes:
     """The Kafka key: the fingerprint, or ``silence:<id>`` for silence events."""
     if event.fingerprint is not None:
         return event.fingerprint.encode()
-    return f"silence:{event.silence_id or (event.silence.silence_id if event.silence else '')}".encode()
+    silence_id = event.silence_id or (event.silence.silence_id if event.silence else "")
+    return f"silence:{silence_id}".encode()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["ARCHIVE_SCHEMA"]
+__all__ = ["ARCHIVE_SCHEMA", "QUARANTINE_SCHEMA"]
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -20,6 +20,7 @@ ARCHIVE_SCHEMA = pa.schema([
     pa.field("trajectory_id", pa.string(), nullable=False),
     pa.field("session_id", pa.string(), nullable=False),
     pa.field("org_id", pa.string()),
+    pa.field("producer", pa.string()),
     pa.field("user", pa.string(), nullable=False),
     pa.field("checkpoint_id", pa.string(), nullable=False),
     pa.field("arm", pa.string(), nullable=False),
@@ -32,4 +33,13 @@ ARCHIVE_SCHEMA = pa.schema([
     pa.field("kafka_partition", pa.int32(), nullable=False),
     pa.field("kafka_offset", pa.int64(), nullable=False),
     pa.field("date", pa.string(), nullable=False),
+])
+
+# Records of ``events.raw`` the archiver could not read as events: kept whole, with the reason,
+# so a replay of the archive meets them where a replay of the topic does.
+QUARANTINE_SCHEMA = pa.schema([
+    pa.field("kafka_partition", pa.int32(), nullable=False),
+    pa.field("kafka_offset", pa.int64(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("raw", pa.binary(), nullable=False),
 ])

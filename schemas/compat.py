@@ -1,10 +1,12 @@
 """Backward compatibility between two JSON Schemas: can the new one read what the old one wrote?
 
 The check is conservative over the JSON Schema subset pydantic emits (objects, arrays, scalars,
-``$ref``/``$defs``, ``anyOf``, ``enum``/``const``, numeric and length bounds, formats). Under
-``additionalProperties: false`` a field may be added only as optional and never removed; types may
-widen (integer → number) but not narrow; enums may grow but not shrink; bounds may loosen but not
-tighten. Each problem names the JSON path where it was found.
+``$ref``/``$defs``, ``anyOf``, ``enum``/``const``, numeric and length bounds, patterns,
+formats). Under ``additionalProperties: false`` a field may be added only as optional and never
+removed; types may widen (integer → number) but not narrow; enums may grow but not shrink;
+bounds may loosen but not tighten; a pattern may not appear or change (whether one pattern
+admits everything another does is not decidable here). Each problem names the JSON path where
+it was found.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ class _Checker:
         self._compare(self.new(new), self.old(old), path)
         return len(self.problems) == before
 
-    def _try(self, new: Schema, old: Schema, path: str) -> bool:
+    def _try(self, new: Schema, old: Schema, path: str) -> list[str]:
+        """The problems ``new`` would have reading ``old``, without recording them."""
         trial = _Checker.__new__(_Checker)
         trial.new, trial.old, trial.problems = self.new, self.old, []
-        return trial.reads(new, old, path)
+        trial.reads(new, old, path)
+        return trial.problems
 
     def _compare(self, new: Schema, old: Schema, path: str) -> None:
         if "anyOf" in old:
@@ -65,18 +69,30 @@ class _Checker:
                 self.reads(new, branch, f"{path}|{i}")
             return
         if "anyOf" in new:
-            if not any(self._try(branch, old, path) for branch in new["anyOf"]):
-                self.problems.append(f"{path}: no alternative of the new schema accepts the old values")
+            trials = [(self._differs_in_type(branch, old), self._try(branch, old, path))
+                      for branch in new["anyOf"]]
+            if all(problems for _, problems in trials):
+                # Name what the closest alternative refuses (a bound, say), not just "none fits":
+                # one of the same type if there is one, else the one with the fewest problems.
+                self.problems.extend(min(trials, key=lambda t: (t[0], len(t[1])))[1])
             return
         self._compare_types(new, old, path)
         self._compare_values(new, old, path)
         self._compare_bounds(new, old, path)
+        if new.get("pattern") is not None and new.get("pattern") != old.get("pattern"):
+            self.problems.append(f"{path}: pattern {new['pattern']!r} is new (was "
+                                 f"{old.get('pattern')!r})")
         if new.get("format") is not None and new.get("format") != old.get("format"):
-            self.problems.append(f"{path}: format changed from {old.get('format')} to {new['format']}")
+            self.problems.append(
+                f"{path}: format changed from {old.get('format')} to {new['format']}")
         if "object" in (_types(old) or set()) or "properties" in old:
             self._compare_objects(new, old, path)
         if "items" in old and "items" in new:
             self.reads(new["items"], old["items"], f"{path}[]")
+
+    def _differs_in_type(self, new: Schema, old: Schema) -> bool:
+        new_types, old_types = _types(self.new(new)), _types(old)
+        return new_types is not None and old_types is not None and not new_types & old_types
 
     def _compare_types(self, new: Schema, old: Schema, path: str) -> None:
         new_types, old_types = _types(new), _types(old)
@@ -88,7 +104,8 @@ class _Checker:
         widened = set(new_types) | ({"integer"} if "number" in new_types else set())
         lost = old_types - widened
         if lost:
-            self.problems.append(f"{path}: type {sorted(lost)} no longer accepted (now {sorted(new_types)})")
+            self.problems.append(
+                f"{path}: type {sorted(lost)} no longer accepted (now {sorted(new_types)})")
 
     def _compare_values(self, new: Schema, old: Schema, path: str) -> None:
         new_values = _values(new)

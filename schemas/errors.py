@@ -7,7 +7,7 @@ one package every other package may import.
 
 from __future__ import annotations
 
-__all__ = ["RewardstreamError", "SchemaCompatibilityError"]
+__all__ = ["AlertActionError", "RegistryError", "RewardstreamError", "SchemaCompatibilityError"]
 
 
 class RewardstreamError(Exception):
@@ -16,3 +16,11 @@ class RewardstreamError(Exception):
 
 class SchemaCompatibilityError(RewardstreamError):
     """A schema change would make earlier events unreadable."""
+
+
+class RegistryError(RewardstreamError):
+    """A registry command names an unknown checkpoint or an impossible transition."""
+
+
+class AlertActionError(RewardstreamError):
+    """An operator action does not apply: unknown alert, already resolved, a past expiry."""

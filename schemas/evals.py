@@ -17,6 +17,7 @@ class TaskResult:
     task_id: str
     family: str  # tasks of one family form one cluster in the gate's bootstrap
     score: float  # higher is better, in [0, 1]
+    sandbox_isolated: bool = True  # False: scored in a sandbox the operator let run unisolated
 
 
 class EvalSuite(Protocol):

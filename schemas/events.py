@@ -1,4 +1,4 @@
-"""Event schemas v1: the envelope and one typed payload per event type.
+"""Event schemas: the envelope and one typed payload per event type.
 
 pydantic v2 was chosen over msgspec because FastAPI speaks it natively (request validation and an
 accurate OpenAPI document come from the same models), its errors carry the full field path
@@ -6,13 +6,18 @@ accurate OpenAPI document come from the same models), its errors carry the full 
 stores. Models are strict (no silent str→int coercion), frozen, and forbid unknown fields, which
 exports as ``additionalProperties: false``.
 
+Every field is bounded (``schemas.bounds``): numbers are finite and inside a stated range,
+strings and arrays have a maximum length, timestamps lie in a sanity range. Version 2 added
+those bounds to the fields of version 1; clients built against either may send their number in
+``schema_version`` and are validated against the current bounds.
+
 Type names are stable strings (``edit.persistence``), never Python import paths.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -26,12 +31,14 @@ from pydantic import (
     model_validator,
 )
 
+from schemas import bounds as b
 from schemas.ids import is_uuid7
 
 __all__ = [
     "EVENT_MODELS",
     "EVENT_TYPES",
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "ClarificationAsked",
     "ClarificationAskedPayload",
     "CompletionServed",
@@ -44,6 +51,7 @@ __all__ = [
     "EditProposedPayload",
     "Event",
     "EventAdapter",
+    "GATEWAY_PRODUCER",
     "FollowupSent",
     "FollowupSentPayload",
     "SamplingParams",
@@ -51,40 +59,55 @@ __all__ = [
     "ToolCalledPayload",
     "TrajectoryEnded",
     "TrajectoryEndedPayload",
+    "dump_event",
     "first_error",
     "parse_event",
     "with_ingest_fields",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3  # what ingest validates against and stores
+SCHEMA_VERSIONS = (1, 2, 3)  # what clients may name in ``schema_version``
+GATEWAY_PRODUCER = "gateway"  # the producer the gateway stamps on the events it writes
 
-Identifier = Annotated[str, Field(min_length=1, max_length=128)]
-Milliseconds = Annotated[float, Field(ge=0)]
+
+Identifier = Annotated[str, Field(min_length=1, max_length=b.IDENTIFIER_MAX_CHARS)]
+Milliseconds = Annotated[float, Field(ge=0, le=b.MAX_DURATION_MS)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+TokenId = Annotated[int, Field(ge=0, lt=b.TOKEN_ID_BOUND)]
+Logprob = Annotated[float, Field(ge=b.MIN_LOGPROB, le=0.0)]
+SkewMs = Annotated[int, Field(ge=-b.MAX_CLOCK_SKEW_MS, le=b.MAX_CLOCK_SKEW_MS)]
+# pydantic-core checks the instant; JSON Schema cannot compare date-times, so the exported
+# schema states the range as the year written (the two differ only by a UTC offset at the ends).
+Timestamp = Annotated[
+    AwareDatetime,
+    Field(ge=b.EARLIEST_TIME, lt=b.LATEST_TIME,
+          json_schema_extra={"pattern": f"^{b.EARLIEST_TIME.year // 100}[0-9]{{2}}-"}),
+]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan: NaN and ±inf (JSON's 1e999 parses as inf) are refused in every field.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------------- payloads
 
 
 class SamplingParams(_Strict):
-    temperature: Annotated[float, Field(ge=0.0)] = 1.0
+    temperature: Annotated[float, Field(ge=0.0, le=b.MAX_TEMPERATURE)] = 1.0
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
-    top_k: Annotated[int, Field(ge=-1)] = -1  # -1: no top-k truncation
-    max_tokens: Annotated[int, Field(ge=1)] = 256
-    seed: int | None = None
+    top_k: Annotated[int, Field(ge=-1, le=b.TOKEN_ID_BOUND)] = -1  # -1: no top-k truncation
+    max_tokens: Annotated[int, Field(ge=1, le=b.MAX_COMPLETION_TOKENS)] = 256
+    seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
 
 
 class CompletionServedPayload(_Strict):
     completion_id: Identifier
     model: Identifier
-    prompt_token_ids: list[int]
-    completion_token_ids: list[int]
+    prompt_token_ids: Annotated[list[TokenId], Field(max_length=b.MAX_PROMPT_TOKENS)]
+    completion_token_ids: Annotated[list[TokenId], Field(max_length=b.MAX_COMPLETION_TOKENS)]
     # Log-probability of each completion token under the policy that sampled it, as served.
-    behaviour_logprobs: list[Annotated[float, Field(le=0.0)]]
+    behaviour_logprobs: Annotated[list[Logprob], Field(max_length=b.MAX_COMPLETION_TOKENS)]
     sampling: SamplingParams = SamplingParams()
     ttft_ms: Milliseconds
     latency_ms: Milliseconds
@@ -107,11 +130,11 @@ ToolErrorKind = Literal[
 
 class ToolCalledPayload(_Strict):
     call_id: Identifier
-    tool: Annotated[str, Field(min_length=1, max_length=64)]
+    tool: Annotated[str, Field(min_length=1, max_length=b.TOOL_NAME_MAX_CHARS)]
     valid: bool
     error_kind: ToolErrorKind | None = None
     duration_ms: Milliseconds = 0.0
-    parallel_group: Annotated[int, Field(ge=0)] | None = None
+    parallel_group: Annotated[int, Field(ge=0, le=b.MAX_PARALLEL_GROUP)] | None = None
 
     @model_validator(mode="after")
     def _invalid_calls_say_why(self) -> ToolCalledPayload:
@@ -122,9 +145,9 @@ class ToolCalledPayload(_Strict):
 
 class EditProposedPayload(_Strict):
     edit_id: Identifier
-    path: Annotated[str, Field(min_length=1, max_length=1024)]
-    lines_added: Annotated[int, Field(ge=0)] = 0
-    lines_removed: Annotated[int, Field(ge=0)] = 0
+    path: Annotated[str, Field(min_length=1, max_length=b.PATH_MAX_CHARS)]
+    lines_added: Annotated[int, Field(ge=0, le=b.MAX_LINES_CHANGED)] = 0
+    lines_removed: Annotated[int, Field(ge=0, le=b.MAX_LINES_CHANGED)] = 0
 
 
 class EditDecidedPayload(_Strict):
@@ -134,7 +157,7 @@ class EditDecidedPayload(_Strict):
 
 class EditPersistencePayload(_Strict):
     edit_id: Identifier
-    horizon_s: Annotated[int, Field(gt=0)]
+    horizon_s: Annotated[int, Field(gt=0, le=b.MAX_HORIZON_S)]
     surviving_fraction: Fraction
 
 
@@ -149,7 +172,7 @@ class ClarificationAskedPayload(_Strict):
 
 class TrajectoryEndedPayload(_Strict):
     outcome: Literal["completed", "aborted", "error"]
-    turns: Annotated[int, Field(ge=0)]
+    turns: Annotated[int, Field(ge=0, le=b.MAX_TURNS)]
     task_family: Identifier = "default"
 
 
@@ -158,18 +181,22 @@ class TrajectoryEndedPayload(_Strict):
 
 class _Envelope(_Strict):
     event_id: UUID
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2, 3] = 3  # SCHEMA_VERSION
     trajectory_id: Identifier
     session_id: Identifier
     org_id: Identifier | None = None  # set from the API key at ingest, never trusted from a client
-    user: Annotated[str, Field(min_length=1, max_length=256)]
+    # The service that wrote it to the log: "gateway", or "ingest:<key name>" (version 3).
+    # Set by that service, never trusted from a client: the trainer learns only from
+    # completions the gateway served.
+    producer: Identifier | None = None
+    user: Annotated[str, Field(min_length=1, max_length=b.USER_MAX_CHARS)]
     checkpoint_id: Identifier
     arm: Identifier = "default"
-    occurred_at: AwareDatetime
-    sent_at: AwareDatetime
-    received_at: AwareDatetime | None = None
-    event_time: AwareDatetime | None = None
-    clock_skew_ms: int | None = None
+    occurred_at: Timestamp
+    sent_at: Timestamp
+    received_at: Timestamp | None = None
+    event_time: Timestamp | None = None
+    clock_skew_ms: SkewMs | None = None
 
     @field_validator("event_id")
     @classmethod
@@ -232,10 +259,8 @@ EVENT_MODELS: dict[str, type[_Envelope]] = {
 EVENT_TYPES: tuple[str, ...] = tuple(EVENT_MODELS)
 
 Event = Annotated[
-    Union[
-        CompletionServed, ToolCalled, EditProposed, EditDecided, EditPersistence,
-        FollowupSent, ClarificationAsked, TrajectoryEnded,
-    ],
+    CompletionServed | ToolCalled | EditProposed | EditDecided | EditPersistence
+    | FollowupSent | ClarificationAsked | TrajectoryEnded,
     Field(discriminator="type"),
 ]
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)
@@ -246,9 +271,18 @@ def parse_event(raw: bytes | str) -> Event:
     return EventAdapter.validate_json(raw)
 
 
+def dump_event(event: Event) -> bytes:
+    """An event's JSON bytes, exactly ``EventAdapter.dump_json(event)``, from its own model's
+    serializer: the union's serializer would look for the model again (twice the time)."""
+    return event.__pydantic_serializer__.to_json(event)
+
+
 def first_error(error: ValidationError) -> tuple[str, str]:
-    """The (field path, reason) of a validation error's first problem, for per-event answers."""
-    detail: dict[str, Any] = error.errors(include_url=False)[0]
+    """The (field path, reason) of a validation error's first problem, for per-event answers.
+    A field the model expects comes before an unknown one (pydantic's own order between the
+    two changed across versions; answers must not)."""
+    details = error.errors(include_url=False)
+    detail = next((d for d in details if d["type"] != "extra_forbidden"), details[0])
     if detail["type"] in ("union_tag_invalid", "union_tag_not_found"):
         return "type", detail["msg"]
     path = ".".join(str(part) for part in detail["loc"])
@@ -261,10 +295,12 @@ def first_error(error: ValidationError) -> tuple[str, str]:
 
 def with_ingest_fields(
     event: Event, *, org_id: str, user: str, received_at: datetime, event_time: datetime,
-    clock_skew_ms: int,
+    clock_skew_ms: int, producer: str,
 ) -> Event:
-    """The event as stored: org from the API key, pseudonymised user, server-side times."""
+    """The event as stored: org from the API key, pseudonymised user, server-side times, the
+    service that wrote it, and the schema version it was validated against."""
     return event.model_copy(update={
-        "org_id": org_id, "user": user, "received_at": received_at,
-        "event_time": event_time, "clock_skew_ms": clock_skew_ms,
+        "schema_version": SCHEMA_VERSION, "org_id": org_id, "user": user,
+        "received_at": received_at, "event_time": event_time, "clock_skew_ms": clock_skew_ms,
+        "producer": producer,
     })

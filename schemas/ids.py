@@ -22,7 +22,10 @@ def uuid7(unix_ms: int | None = None) -> uuid.UUID:
 
 
 def is_uuid7(value: uuid.UUID) -> bool:
-    return value.version == 7 and value.variant == uuid.RFC_4122
+    """Version 7 of the RFC 4122 variant, read from the bits (``value.version`` and
+    ``value.variant`` say the same in several Python steps; this runs once per event read)."""
+    bits = value.int
+    return bits >> 62 & 0b11 == 0b10 and bits >> 76 & 0xF == 7
 
 
 def uuid7_time_ms(value: uuid.UUID) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt
 
 __all__ = [
     "LATENCY_BUCKET_BOUNDS_MS",
@@ -19,7 +19,10 @@ __all__ = [
     "MetricStat",
     "MetricWindow",
     "WindowScope",
+    "histogram_quantile",
     "metric_key",
+    "read_window",
+    "window_problem",
 ]
 
 WindowScope = Literal["rewards", "ingest"]
@@ -51,11 +54,11 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
 class MetricStat(BaseModel):
     """Additive sufficient statistics: weight ``n``, ``sum`` of values, ``sumsq`` of squares."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    n: float = 0.0
+    n: NonNegativeFloat = 0.0  # weights are counts (trajectories, tool calls, edits)
     sum: float = 0.0
-    sumsq: float = 0.0
+    sumsq: NonNegativeFloat = 0.0
 
     @property
     def mean(self) -> float:
@@ -74,7 +77,7 @@ class MetricStat(BaseModel):
 
 
 class MetricWindow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     scope: WindowScope
     window_start: AwareDatetime  # event time, inclusive
@@ -82,12 +85,67 @@ class MetricWindow(BaseModel):
     checkpoint_id: str  # "*" for the all-checkpoint ingest window
     arm: str
     org_id: str = "*"  # "*" unless metrics are split per organisation
-    partition: int = 0  # source partition: windows from several partitions add up
-    trajectories: int = 0
+    partition: NonNegativeInt = 0  # source partition: windows from several partitions add up
+    trajectories: NonNegativeInt = 0
     stats: dict[str, MetricStat] = {}
-    latency_histogram: list[int] = []  # counts per LATENCY_BUCKET_BOUNDS_MS bucket (+1 open)
+    # Counts per LATENCY_BUCKET_BOUNDS_MS bucket (+1 open).
+    latency_histogram: list[NonNegativeInt] = []
     # Headline values derived from the stats (means, rates, p50/p95), for charts and tables.
     values: dict[str, float] = {}
+
+
+def histogram_quantile(counts: list[int], q: float,
+                       bounds: tuple[float, ...] = LATENCY_BUCKET_BOUNDS_MS) -> float:
+    """The q-quantile of a bucketed sample, interpolating linearly inside the bucket.
+
+    ``counts[i]`` counts values in (bounds[i-1], bounds[i]]; the last count is the open bucket
+    above ``bounds[-1]`` and reports ``bounds[-1]``.
+    """
+    total = sum(counts)
+    if total == 0:
+        return math.nan
+    rank = q * total
+    seen = 0.0
+    for i, count in enumerate(counts):
+        if count and seen + count >= rank:
+            if i >= len(bounds):
+                return bounds[-1]
+            lower = bounds[i - 1] if i > 0 else 0.0
+            return lower + (bounds[i] - lower) * (rank - seen) / count
+        seen += count
+    return bounds[-1]
+
+
+# How each metric is read: a share of its weight (0..1), a count per unit (>= 0), or a value.
+_RATES = {name for name in METRIC_DESCRIPTIONS if name.endswith("_rate")} | {"on_policy_fraction"}
+_COUNTS = {"kept_edits", "turns", "ingest_events"}
+
+
+def window_problem(window: MetricWindow) -> str | None:
+    """Why a window cannot be folded into statistics (None when it can): a mean that is not a
+    finite number, a rate outside 0..1, or a negative count. Folded into a baseline, such a
+    window would break every later test of its key (the square root of a negative variance, an
+    infinite mean)."""
+    for name, stat in window.stats.items():
+        if stat.n > 0 and not math.isfinite(stat.mean):
+            return f"stats.{name}: its mean (sum {stat.sum:g} over n {stat.n:g}) is not finite"
+        if name in _RATES and not 0 <= stat.sum <= stat.n:
+            return f"stats.{name}: a rate of {stat.sum:g} in {stat.n:g} is outside 0..1"
+        if name in _COUNTS and stat.sum < 0:
+            return f"stats.{name}: a count of {stat.sum:g} is negative"
+    return None
+
+
+def read_window(value: bytes | None) -> MetricWindow:
+    """A ``metrics`` record as a window statistics can be folded from; raises
+    :class:`~schemas.quarantine.UnusableRecord` saying why not."""
+    from schemas.quarantine import UnusableRecord, decode_record
+
+    window = decode_record(MetricWindow, value)
+    problem = window_problem(window)
+    if problem is not None:
+        raise UnusableRecord(problem)
+    return window
 
 
 def metric_key(checkpoint_id: str, arm: str) -> bytes:

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
 
-__all__ = ["RewardRecord", "Sample", "reward_record_key"]
+__all__ = ["VALUE_BOUND", "RewardRecord", "Sample", "reward_record_key", "trajectory_key"]
+
+# Rewards and measurements stay far inside a float's range, so sums of their squares over any
+# window or batch stay finite: a record holding 1e308 would turn the monitors' window statistics
+# and the trainer's advantages into inf. No reward spec or measurement comes near it.
+VALUE_BOUND = 1e100
+Measurement = Annotated[float, Field(ge=0.0, le=VALUE_BOUND)]  # counts, fractions, milliseconds
+Reward = Annotated[float, Field(ge=-VALUE_BOUND, le=VALUE_BOUND)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # Not a number is never a reward: a non-finite value fails validation where it is made.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class Sample(_Strict):
@@ -24,12 +32,15 @@ class Sample(_Strict):
 
     completion_id: str
     checkpoint_id: str
-    prompt_token_ids: list[int]
-    completion_token_ids: list[int]
+    prompt_token_ids: list[NonNegativeInt]
+    completion_token_ids: list[NonNegativeInt]
     behaviour_logprobs: list[float]  # one per completion token, logged at serving time
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
+    # Who wrote the completion to the log ("gateway", or "ingest:<key>"): the trainer trains only
+    # on the gateway's, whose behaviour logprobs are what the policy really sampled with.
+    producer: str | None = None
 
 
 class RewardRecord(_Strict):
@@ -45,13 +56,29 @@ class RewardRecord(_Strict):
     finalized_at: AwareDatetime  # event time (watermark) at finalisation, never wall-clock
     samples: list[Sample]
     # Named, weighted reward terms; total == sum(components.values()).
-    components: dict[str, float]
-    total: float
+    components: dict[str, Reward]
+    total: Reward
     # Raw measurements the components were computed from (counts, fractions, milliseconds).
-    signals: dict[str, float]
+    signals: dict[str, Measurement]
     event_ids: Annotated[list[str], Field(description="ids of the events the record folds")]
 
 
-def reward_record_key(trajectory_id: str, spec_version: str) -> bytes:
-    """The Kafka key of a reward record: idempotent per trajectory and spec version."""
-    return f"{trajectory_id}|{spec_version}".encode()
+def _escaped(identifier: str) -> str:
+    # Identifiers may contain "|": escaping it keeps two orgs' keys apart whatever their ids.
+    if "|" not in identifier and "%" not in identifier:
+        return identifier  # the usual case, once per event on the join's hot path
+    return identifier.replace("%", "%25").replace("|", "%7C")
+
+
+def trajectory_key(org_id: str | None, trajectory_id: str) -> str:
+    """``org|trajectory``: a trajectory is identified within its organisation, so two orgs'
+    equal trajectory ids are two trajectories. ``%`` and ``|`` inside an id are escaped
+    (``%25``, ``%7C``), so distinct (org, trajectory) pairs never share a key. A record
+    written before the org was carried has the empty org."""
+    return f"{_escaped(org_id or '')}|{_escaped(trajectory_id)}"
+
+
+def reward_record_key(org_id: str | None, trajectory_id: str, spec_version: str) -> bytes:
+    """The Kafka key of a reward record, ``org|trajectory|spec``: idempotent per trajectory
+    and spec version, and never shared by two orgs."""
+    return f"{trajectory_key(org_id, trajectory_id)}|{spec_version}".encode()

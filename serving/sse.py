@@ -8,12 +8,14 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from schemas.errors import RewardstreamError
+
 __all__ = ["DONE", "SseFormatError", "parse_sse_line", "parse_sse_lines", "sse_data", "sse_done"]
 
 DONE = "[DONE]"
 
 
-class SseFormatError(ValueError):
+class SseFormatError(RewardstreamError):
     """A ``data:`` line whose payload is not JSON (and not ``[DONE]``)."""
 
 

@@ -1,10 +1,16 @@
-"""The archiver: ``events.raw`` into a Parquet dataset, partitioned by event-time date and type.
+"""The archiver: ``events.raw`` into a Parquet dataset, partitioned by org, event date and type.
 
-Layout: ``DIR/date=YYYY-MM-DD/type=T/p{partition}-{first}-{last}.parquet`` with the offsets of
-the flush that wrote it, and ``DIR/_flushes/p{partition}-{first}-{last}.done`` once every file
-of that flush is in place. Each file is written to a ``.tmp`` name and renamed, so readers never
-see half a file. On start, data files of flushes without a ``.done`` mark (a crash mid-flush)
-are removed, and reading resumes after the highest completed offset: no gaps, no duplicates.
+Layout: ``DIR/org=O/date=YYYY-MM-DD/type=T/p{partition}-{first}-{last}.parquet`` with the
+offsets of the flush that wrote it (an org's data is one directory: exported, access-controlled
+or deleted on its own; org ids need no escaping, see ``schemas.bounds.org_id_problem``), and
+``DIR/_flushes/p{partition}-{first}-{last}.done`` once every file of that flush is in place.
+Each record is validated as the reward join validates it; a record that is not a valid event is
+quarantined (on the ``quarantine`` topic) and kept, with its reason and bytes, in
+``DIR/_quarantine/p{partition}-{first}-{last}.parquet`` of the same flush, so a replay of the
+archive meets exactly the records a replay of the topic meets. Each file is written to a
+``.tmp`` name and renamed, so readers never see half a file. On start, data files of flushes
+without a ``.done`` mark (a crash mid-flush) are removed, and reading resumes after the highest
+completed offset: no gaps, no duplicates.
 """
 
 from __future__ import annotations
@@ -13,42 +19,56 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas.arrow import ARCHIVE_SCHEMA
+from schemas.arrow import ARCHIVE_SCHEMA, QUARANTINE_SCHEMA
+from schemas.events import Event
+from streams.errors import MalformedEventError
+from streams.facts import read_event
 
-__all__ = ["Archive", "archive_row", "archive_topic"]
+__all__ = ["ORG_DIR", "QUARANTINE_DIR", "Archive", "CONSUMER_NAME", "Flush", "archive_row",
+           "archive_topic"]
 
 log = logging.getLogger("rewardstream.archive")
 
+CONSUMER_NAME = "archiver"  # how quarantined records name this consumer
 _DONE_DIR = "_flushes"
-_ENVELOPE = ("event_id", "type", "schema_version", "trajectory_id", "session_id", "org_id", "user",
-             "checkpoint_id", "arm", "clock_skew_ms")
-_TIMES = ("occurred_at", "sent_at", "received_at", "event_time")
+QUARANTINE_DIR = "_quarantine"
+ORG_DIR = "org="  # the prefix of each org's directory
+_ENVELOPE = ("type", "schema_version", "trajectory_id", "session_id", "org_id", "producer",
+             "user", "checkpoint_id", "arm", "clock_skew_ms", "occurred_at", "sent_at",
+             "received_at", "event_time")
 
 
-def _time(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-def archive_row(partition: int, offset: int, raw: bytes) -> dict[str, Any]:
-    """One ``events.raw`` record as a row of :data:`ARCHIVE_SCHEMA`."""
-    event = json.loads(raw)
-    row: dict[str, Any] = {name: event.get(name) for name in _ENVELOPE}
-    row.update({name: _time(event.get(name)) for name in _TIMES})
-    row["arm"] = row["arm"] or "default"
-    row["schema_version"] = row["schema_version"] or 1
-    row["payload"] = json.dumps(event["payload"], separators=(",", ":"), sort_keys=True)
+def archive_row(partition: int, offset: int, event: Event) -> dict[str, Any]:
+    """One validated ``events.raw`` event as a row of :data:`ARCHIVE_SCHEMA`."""
+    row: dict[str, Any] = {name: getattr(event, name) for name in _ENVELOPE}
+    row["event_id"] = str(event.event_id)
+    row["payload"] = event.payload.model_dump_json()
     row["kafka_partition"], row["kafka_offset"] = partition, offset
-    row["date"] = (row["event_time"] or row["occurred_at"]).date().isoformat()
+    row["date"] = (event.event_time or event.occurred_at).date().isoformat()
     return row
+
+
+@dataclass
+class Flush:
+    """One partition's consecutive records since the last flush: events and quarantined ones."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    quarantined: list[dict[str, Any]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.quarantined)
+
+    def offsets(self) -> tuple[int, int]:
+        found = [r["kafka_offset"] for r in self.rows] + \
+            [q["kafka_offset"] for q in self.quarantined]
+        return min(found), max(found)
 
 
 def _range_name(partition: int, first: int, last: int) -> str:
@@ -75,39 +95,45 @@ class Archive:
     def recover(self) -> dict[int, int]:
         """Drop what an interrupted flush left; returns where each partition resumes."""
         done = {mark.stem for mark in (self.directory / _DONE_DIR).glob("*.done")}
-        for path in self.directory.glob("date=*/type=*/*"):
+        for path in [*self.directory.glob(f"{ORG_DIR}*/date=*/type=*/*"),
+                     *(self.directory / QUARANTINE_DIR).glob("*")]:
             if path.suffix == ".tmp" or path.name.split(".")[0] not in done:
                 path.unlink()
         return {partition: last + 1 for partition, last in self.completed().items()}
 
-    def flush(self, partition: int, rows: list[dict[str, Any]]) -> int:
-        """Write one partition's buffered rows (consecutive offsets); returns files written."""
-        if not rows:
+    def flush(self, partition: int, flush: Flush) -> int:
+        """Write one partition's buffered records (consecutive offsets); returns files written."""
+        if not len(flush):
             return 0
-        name = _range_name(partition, rows[0]["kafka_offset"], rows[-1]["kafka_offset"])
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for row in rows:
-            groups.setdefault((row["date"], row["type"]), []).append(row)
-        for (date, event_type), group in sorted(groups.items()):
-            target = self.directory / f"date={date}" / f"type={event_type}" / f"{name}.parquet"
+        name = _range_name(partition, *flush.offsets())
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for row in flush.rows:
+            groups.setdefault((row["org_id"], row["date"], row["type"]), []).append(row)
+        targets = [(self.directory / f"{ORG_DIR}{org}" / f"date={date}" / f"type={event_type}"
+                    / f"{name}.parquet", pa.Table.from_pylist(group, schema=ARCHIVE_SCHEMA))
+                   for (org, date, event_type), group in sorted(groups.items())]
+        if flush.quarantined:
+            targets.append((self.directory / QUARANTINE_DIR / f"{name}.parquet",
+                            pa.Table.from_pylist(flush.quarantined, schema=QUARANTINE_SCHEMA)))
+        for target, table in targets:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_suffix(".tmp")
-            pq.write_table(pa.Table.from_pylist(group, schema=ARCHIVE_SCHEMA), tmp,
-                           compression="zstd")
+            pq.write_table(table, tmp, compression="zstd")
             os.replace(tmp, target)
         mark = self.directory / _DONE_DIR / f"{name}.done"
         mark.parent.mkdir(parents=True, exist_ok=True)
-        mark.with_suffix(".tmp").write_text(json.dumps({"rows": len(rows)}))
+        mark.with_suffix(".tmp").write_text(json.dumps(
+            {"rows": len(flush.rows), "quarantined": len(flush.quarantined)}))
         os.replace(mark.with_suffix(".tmp"), mark)
-        return len(groups)
+        return len(targets)
 
 
-def _flush_all(archive: Archive, buffers: dict[int, list[dict[str, Any]]]) -> int:
-    rows = sum(len(b) for b in buffers.values())
+def _flush_all(archive: Archive, buffers: dict[int, Flush]) -> int:
+    records = sum(len(b) for b in buffers.values())
     for partition, buffered in buffers.items():
         archive.flush(partition, buffered)
     buffers.clear()
-    return rows
+    return records
 
 
 def archive_topic(
@@ -117,31 +143,28 @@ def archive_topic(
     """Archive ``events.raw`` until stopped (or, with ``stop_at_end``, until caught up).
 
     Flushes every ``flush_interval_s`` (wall clock: this bounds how stale the archive is, it
-    decides nothing about rewards) or after ``max_rows`` buffered rows. Returns rows archived."""
-    from kafka import KafkaConsumer, TopicPartition
-
+    decides nothing about rewards) or after ``max_rows`` buffered records. Returns the records
+    taken (archived or quarantined)."""
+    from infra.kafka_io import TopicReader
+    from infra.quarantine import QuarantineSink
     from schemas.topics import topic_name
 
     archive = Archive(directory)
-    resume = archive.recover()
     topic = topic_name(settings.topic_prefix, "events.raw")
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_servers,
-                             enable_auto_commit=False, max_partition_fetch_bytes=8 << 20)
+    resume = {f"{topic}:{p}": offset for p, offset in archive.recover().items()}
+    reader = TopicReader(settings, ["events.raw"], client_id=CONSUMER_NAME, positions=resume)
+    consumer, partitions = reader.consumer, reader.partitions
+    sink = QuarantineSink(settings, CONSUMER_NAME)
     total = 0
     try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        consumer.assign(partitions)
-        for tp in partitions:
-            if tp.partition in resume:
-                consumer.seek(tp, resume[tp.partition])
-            else:
-                consumer.seek_to_beginning(tp)
-        buffers: dict[int, list[dict[str, Any]]] = {}
+        buffers: dict[int, Flush] = {}
         last_flush = time.monotonic()
         while True:
             polled = consumer.poll(timeout_ms=poll_ms, max_records=max_rows)
             for tp, messages in polled.items():
-                buffers.setdefault(tp.partition, []).extend(_rows(messages))
+                buffer = buffers.setdefault(tp.partition, Flush())
+                for message in messages:
+                    _take(buffer, message, sink)
             buffered = sum(len(b) for b in buffers.values())
             caught_up = stop_at_end and _at_end(consumer, partitions)
             if buffered >= max_rows or time.monotonic() - last_flush >= flush_interval_s \
@@ -149,23 +172,26 @@ def archive_topic(
                 total += _flush_all(archive, buffers)
                 last_flush = time.monotonic()
                 if buffered:
-                    log.info("archived %d events (total %d)", buffered, total)
+                    log.info("archived %d records (total %d)", buffered, total)
             if caught_up:
                 return total
     finally:
-        consumer.close()
+        reader.close()
+        sink.close()
 
 
-def _rows(messages: Iterable[Any]) -> Iterable[dict[str, Any]]:
-    for message in messages:
-        try:
-            yield archive_row(message.partition, message.offset, message.value)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            # Ingest validates every event, so this is a producer bypassing it.
-            log.warning("events.raw %d/%d is not an event envelope (%r); not archived",
-                        message.partition, message.offset, exc)
+def _take(buffer: Flush, message: Any, sink: Any) -> None:
+    """Buffer one record: as an archive row, or quarantined with its reason."""
+    try:
+        buffer.rows.append(archive_row(message.partition, message.offset,
+                                       read_event(message.value)))
+    except MalformedEventError as exc:
+        sink.put(message.topic, message.partition, message.offset, message.value, str(exc))
+        buffer.quarantined.append({"kafka_partition": message.partition,
+                                   "kafka_offset": message.offset, "reason": str(exc),
+                                   "raw": message.value or b""})
 
 
-def _at_end(consumer: Any, partitions: Iterable[Any]) -> bool:
+def _at_end(consumer: Any, partitions: Any) -> bool:
     ends = consumer.end_offsets(list(partitions))
     return all(consumer.position(tp) >= end for tp, end in ends.items())

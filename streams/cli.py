@@ -14,15 +14,41 @@ _SPEC_HELP = "Reward spec TOML (default: the shipped streams/specs/default.toml)
 
 def worker(
     spec: Path = typer.Option(None, help=_SPEC_HELP),
-    datadir: Path = typer.Option(None, help="Local state directory (default: "
-                                 "$REWARDSTREAM_CACHE_DIR/rewardjoin)."),
-    store: str = typer.Option("rocksdb://", help="Table store: rocksdb:// or memory://."),
-    batch_max: int = typer.Option(2000, min=1, help="Most events per processing batch."),
+    datadir: Path = typer.Option(None, help="Local state directory (RocksDB per partition; "
+                                 "default: $REWARDSTREAM_CACHE_DIR/rewardjoin)."),
+    batch_max: int = typer.Option(20_000, min=1, help="Most events per checkpoint (outputs "
+                                  "acknowledged, then state and offsets committed)."),
+    commit_interval_s: float = typer.Option(2.0, min=0.01, help="Most seconds between "
+                                            "checkpoints."),
+    retention_days: float = typer.Option(
+        7.0, min=0.0, help="Keep each final trajectory's marker this long in event time; "
+        "later events of a forgotten trajectory go to events.late marked expired."),
+    shutdown_timeout_s: float = typer.Option(
+        30.0, min=1.0, help="After SIGTERM/SIGINT or a failed checkpoint, exit within this "
+        "long."),
+    output_timeout_s: float = typer.Option(
+        60.0, min=1.0, help="A checkpoint whose outputs Kafka has not acknowledged after this "
+        "long fails, and the worker stops (exit code 70) without committing it."),
+    session_timeout_s: float = typer.Option(
+        45.0, min=6.0, max=300.0, help="A worker silent this long (killed, frozen, cut off) "
+        "leaves the group and the others take its partitions; lower fails over sooner, but a "
+        "long pause (GC, a slow disk) then costs a rebalance."),
+    metrics_port: int = typer.Option(
+        None, min=1, max=65535, help="Serve Prometheus metrics on this port: counts since "
+        "start, and per partition the open trajectories, markers, their bytes and the "
+        "watermark (default: none)."),
     loglevel: str = typer.Option("info", help="Log level."),
 ) -> None:
-    """Run the reward join: events.raw → one reward record per final trajectory on `rewards`,
-    late events to `events.late`. At-least-once; records are keyed by trajectory and spec
-    version, so a restart may repeat a record but never changes one.
+    """Run the reward join (Quix Streams): events.raw → one reward record per final
+    trajectory on `rewards`, late events to `events.late`, unusable records to `quarantine`.
+    At-least-once; records are keyed by org, trajectory and spec version, so a restart may
+    repeat a record but never changes one. Start more workers with the same settings to spread
+    the partitions. A checkpoint that cannot be completed stops the worker (exit code 70)
+    before its offsets are committed; start it again once the cause is fixed.
+
+    Changed with the move from faust: --store is gone (state is always RocksDB with a
+    changelog topic); --batch-max now bounds a checkpoint; --commit-interval-s and
+    --retention-days are new.
 
     Example: REWARDSTREAM_TOPIC_PREFIX=prod. rewardstream worker --spec my-spec.toml"""
     from infra.settings import cache_dir, load_settings
@@ -30,8 +56,12 @@ def worker(
     from streams.worker import WorkerConfig, run_worker
 
     config = WorkerConfig(settings=load_settings(), spec=load_spec(spec),
-                          datadir=datadir or cache_dir() / "rewardjoin", store=store,
-                          batch_max=batch_max)
+                          datadir=datadir or cache_dir() / "rewardjoin", batch_max=batch_max,
+                          commit_interval_s=commit_interval_s,
+                          retention_ms=int(retention_days * 86_400_000),
+                          shutdown_timeout_s=shutdown_timeout_s,
+                          output_timeout_s=output_timeout_s,
+                          session_timeout_s=session_timeout_s, metrics_port=metrics_port)
     run_worker(config, loglevel=loglevel)
 
 
@@ -61,29 +91,48 @@ def replay(
     compare: Path = typer.Option(None, help="A second spec: show what changes under it."),
     out: Path = typer.Option(None, help="Write the records (JSON lines) here."),
     top: int = typer.Option(10, min=1, help="How many most-moved trajectories to list."),
+    retention_days: float = typer.Option(
+        7.0, min=0.0, help="Marker retention in event time, as the worker's."),
+    org: str | None = typer.Option(None, help="Only this organisation's records and late "
+                                              "events (the whole log is replayed, as the "
+                                              "worker joins it)."),
 ) -> None:
-    """Compute reward records offline, exactly as the worker does; with --compare, review a spec
+    """Compute reward records offline, exactly as the worker does (records it cannot use are
+    quarantined as the worker quarantines them, and listed); with --compare, review a spec
     change: distribution shift, per-component deltas, the trajectories that move most.
 
-    Example: rewardstream replay /data/archive --spec old.toml --compare new.toml"""
+    Example: rewardstream replay /data/archive --spec old.toml --compare new.toml --org acme"""
+    from infra.kafka_io import read_topic
     from infra.settings import load_settings
-    from streams.replay import compare_records, replay_rows
-    from streams.sources import archive_rows, read_topic
+    from streams.replay import compare_records, of_org, replay_rows
+    from streams.sources import archive_rows
     from streams.spec import load_spec
 
     if source == "kafka":
-        rows = [(p, o, value) for p, o, _, value in read_topic(load_settings(), "events.raw")]
+        rows = [(r.partition, r.offset, r.value or b"")
+                for r in read_topic(load_settings(), "events.raw")]
     else:
         rows = archive_rows(Path(source))
     base = load_spec(spec)
-    result = replay_rows(rows, base)
-    typer.echo(f"spec {base.version}: {len(result.records)} records, {len(result.late)} late "
-               f"events, {result.open_trajectories} trajectories still open")
+    retention_ms = int(retention_days * 86_400_000)
+    result = replay_rows(rows, base, retention_ms)
+    if org is not None:
+        result = of_org(result, org)
+    whose = f" of org {org}" if org is not None else ""
+    log_wide = " in the whole log" if org is not None else ""
+    typer.echo(f"spec {base.version}: {len(result.records)} records{whose}, {len(result.late)} "
+               f"late events{whose}, {result.open_trajectories} trajectories still open"
+               f"{log_wide}, {len(result.quarantined)} records quarantined (not usable "
+               f"events){log_wide}")
+    for partition, offset, reason in result.quarantined[:top]:
+        typer.echo(f"  quarantined events.raw/{partition}/{offset}: {reason}")
     if out is not None:
         out.write_text("".join(r.model_dump_json() + "\n" for r in result.records))
     if compare is not None:
         other = load_spec(compare)
-        changed = replay_rows(rows, other)
+        changed = replay_rows(rows, other, retention_ms)
+        if org is not None:
+            changed = of_org(changed, org)
         report = compare_records(result.records, changed.records, top=top)
         report["spec_before"], report["spec_after"] = base.version, other.version
         typer.echo(json.dumps(report, indent=2))

@@ -1,88 +1,159 @@
 """The reward join of one ``events.raw`` partition: watermark, finalisation, late events.
 
-One :class:`PartitionJoin` per partition consumes facts in offset order. The watermark is the
-largest event time seen on the partition. A trajectory is final as soon as it is complete, or
-once the watermark passes its deadline; events for a final trajectory are late unless they are
-duplicates of events it already folded. The streaming worker and the offline replay both drive
-this class, so they share one implementation; it does no I/O and reads no clock.
+One :class:`PartitionJoin` per partition consumes records in offset order. Each org has its
+own watermark on the partition: the largest event time of its own events, or, for an org idle
+for longer than :data:`ORG_IDLE_LAG_MS`, the partition's watermark (the largest event time of
+any org's) minus that lag, so a quiet org's trajectories still close. Another org's events can
+therefore never make an org's event late nor close its trajectories early: an org's records
+depend on its own events only. A trajectory (org, id) is final as soon as it is complete, or
+once its org's watermark passes its deadline; it then leaves a :class:`Marker`, and an event
+for a final trajectory is late unless it duplicates an event the trajectory folded (or an
+earlier late one). The streaming worker and the offline replay both drive this class, so
+they share one implementation; it does no I/O and reads no clock.
 
-Crash safety: the worker persists the keyed states and then a :class:`Checkpoint` (watermark,
-last offset, late count) per partition, after the outputs of those offsets are acknowledged. On
-restart, offsets up to the checkpoint are skipped and restored states are cut back to the
-checkpoint, so reprocessing yields exactly the outputs a clean run would.
+Markers are kept for ``retention_ms`` of event time after the watermark at which their
+trajectory was final; after that they count as gone, whether or not the store has deleted
+them yet, so what the join does never depends on when the store cleans up. Every event a
+trajectory can still expect lies before its deadline, at most ``max horizon + grace`` after the
+watermark that finalised it; so an event of no open trajectory and no live marker timed more
+than ``retention - (max horizon + grace)`` behind the watermark is late as *expired* (counted
+apart), and such an event never reopens a forgotten trajectory. Only an event timed after its
+own trajectory's deadline and arriving after the marker expired starts the trajectory anew.
+
+A record that is not a valid event is quarantined (returned in :attr:`Step.quarantined` with the
+reason) and counted; it moves the offset like any other record and nothing else.
+
+Persistence: :meth:`PartitionJoin.take_writes` hands out the open states and markers changed
+since the last call and the :class:`Checkpoint` (watermark, last offset, counts) to store with
+them, atomically. A join restored from a checkpoint and its open states resumes exactly where
+that checkpoint was taken; offsets up to it are skipped.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from schemas.rewards import RewardRecord
-from streams.errors import MalformedEventError
-from streams.facts import Fact, fact_from_json, fact_from_wire, fact_to_wire
-from streams.fold import TrajectoryState, deadline_ms, fold, is_complete
+from schemas.topics import REWARD_RECORD_MAX_BYTES
+from streams.errors import MalformedEventError, SpecError
+from streams.facts import Fact, fact_from_json
+from streams.fold import COMPLETENESS_TYPES, Trajectory, deadline_ms, fold, is_complete
 from streams.reward import reward_record
 from streams.spec import RewardSpec
 
 __all__ = [
+    "DEFAULT_RETENTION_MS",
+    "ORG_IDLE_LAG_MS",
     "Checkpoint",
-    "Finalised",
+    "Late",
+    "Marker",
+    "MarkerLookup",
     "PartitionJoin",
     "Step",
-    "Stored",
-    "decode_checkpoint",
-    "decode_stored",
-    "encode_checkpoint",
-    "encode_stored",
+    "Unusable",
+    "Writes",
+    "event_id_bytes",
+    "require_retention",
 ]
+
+# A marker is kept a week of event time after its trajectory was final.
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+# An org whose own events are this far behind the partition's latest is idle: its watermark
+# follows the partition's at this distance.
+ORG_IDLE_LAG_MS = 3600 * 1000
+_IDLE_TICK_MS = 1000  # how often, in the partition's event time, idle orgs are looked at
+
+
+def event_id_bytes(event_id: str) -> bytes:
+    """The 16 bytes of a UUID in its canonical text form (how markers keep event ids)."""
+    return bytes.fromhex(event_id.replace("-", ""))
 
 
 @dataclass(frozen=True, slots=True)
-class Finalised:
-    """What is kept of a final trajectory: which events it folded, and where it was final."""
+class Marker:
+    """What is kept of a final trajectory: the events it folded, the late ones seen since, and
+    the watermark at which it was final (its age, for retention)."""
 
-    trajectory_id: str
-    partition: int
-    event_ids: frozenset[str]
-    offset: int
-    late: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))  # id → offset
+    key: str
+    final_watermark_ms: int
+    event_ids: frozenset[bytes]
+    late_ids: frozenset[bytes] = frozenset()
 
-    def seen(self, event_id: str) -> bool:
-        return event_id in self.event_ids or event_id in self.late
+    def seen(self, event_id: bytes) -> bool:
+        return event_id in self.event_ids or event_id in self.late_ids
 
-    def with_late(self, event_id: str, offset: int) -> Finalised:
-        late = MappingProxyType({**self.late, event_id: offset})
-        return Finalised(self.trajectory_id, self.partition, self.event_ids, self.offset, late)
+    def with_late(self, event_id: bytes) -> Marker:
+        return Marker(self.key, self.final_watermark_ms, self.event_ids,
+                      self.late_ids | {event_id})
 
-    def until_offset(self, offset: int) -> Finalised:
-        """The marker as it was at ``offset`` (its own finalisation is kept: the record of an
-        ahead marker was acknowledged before the marker was written)."""
-        late = {key: at for key, at in self.late.items() if at <= offset}
-        if len(late) == len(self.late):
-            return self
-        return Finalised(self.trajectory_id, self.partition, self.event_ids, self.offset,
-                         MappingProxyType(late))
+    def expired(self, watermark_ms: int, retention_ms: int) -> bool:
+        return watermark_ms >= self.final_watermark_ms + retention_ms
 
 
-Stored = TrajectoryState | Finalised
+# trajectory key → its marker, if the store still holds one
+MarkerLookup = Callable[[str], Marker | None]
 
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    watermark_ms: int | None = None
-    offset: int = -1  # every offset up to this one is fully applied and its outputs are durable
+    watermark_ms: int | None = None  # the partition's: the largest event time of any org
+    offset: int = -1  # every offset up to this one is applied
     late_events: int = 0
-    malformed_events: int = 0
+    expired_events: int = 0  # late events whose trajectory's marker was past retention
+    quarantined: int = 0
+    org_watermarks: dict[str, int] = field(default_factory=dict)  # each org's own
+
+
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """A record the join cannot use: where it was, why, and its bytes."""
+
+    offset: int
+    reason: str
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Late:
+    key: str  # the trajectory's (org, id) key
+    event_id: str
+    raw: bytes  # the event as it came
+    expired: bool  # its trajectory's marker, if there was one, was past retention
 
 
 @dataclass(slots=True)
 class Step:
     records: list[RewardRecord] = field(default_factory=list)
-    # (trajectory id, event id, the event as it came)
-    late: list[tuple[str, str, bytes]] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)  # each record's JSON, in order
+    late: list[Late] = field(default_factory=list)
+    quarantined: list[Unusable] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Writes:
+    """What to store, atomically: changed open states (None: no longer open), new or changed
+    markers (``new_markers``: the keys finalised since the last writes), and the checkpoint
+    they bring the partition to."""
+
+    open: dict[str, Trajectory | None]
+    markers: dict[str, Marker]
+    new_markers: set[str]
+    checkpoint: Checkpoint
+
+
+def require_retention(spec: RewardSpec, retention_ms: int) -> int:
+    """How long after finalisation a trajectory can still expect events (the largest horizon
+    plus the grace, ms); raises :class:`SpecError` unless ``retention_ms`` is longer."""
+    expected_ms = (spec.max_horizon_s + spec.finalise.grace_s) * 1000
+    if retention_ms <= expected_ms:
+        raise SpecError(f"a marker retention of {retention_ms / 86_400_000:g} days is too short "
+                        f"for spec {spec.version}: it must exceed its largest horizon plus its "
+                        f"grace ({expected_ms / 1000:g} s), or late events would reopen "
+                        "trajectories; raise --retention-days")
+    return expected_ms
 
 
 class PartitionJoin:
@@ -92,142 +163,164 @@ class PartitionJoin:
         self,
         spec: RewardSpec,
         partition: int,
-        lookup: Callable[[str], Stored | None],
+        lookup: MarkerLookup,
         checkpoint: Checkpoint = Checkpoint(),
-        restored: Iterable[TrajectoryState] = (),
+        restored: Iterable[Trajectory] = (),
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        max_record_bytes: int = REWARD_RECORD_MAX_BYTES,
     ) -> None:
         self.spec = spec
         self.partition = partition
+        self.retention_ms = retention_ms
+        self._recent_ms = retention_ms - require_retention(spec, retention_ms)
+        self.max_record_bytes = max_record_bytes
         self._lookup = lookup
-        self._checkpoint = checkpoint
+        self._restored_at = checkpoint.offset
         self._watermark_ms = checkpoint.watermark_ms
+        self._org_watermarks = dict(checkpoint.org_watermarks)
         self._offset = checkpoint.offset
         self._late = checkpoint.late_events
-        self._malformed = checkpoint.malformed_events
-        self._open: dict[str, TrajectoryState] = {}
+        self._expired = checkpoint.expired_events
+        self._quarantined = checkpoint.quarantined
+        self._open: dict[str, Trajectory] = {}
         self._deadlines: dict[str, int] = {}
-        self._heap: list[tuple[int, str]] = []
-        self._finals: dict[str, Finalised] = {}
-        self._dirty: dict[str, Stored] = {}
+        # Deadlines per org; an entry whose deadline moved since is skipped when popped.
+        self._heaps: dict[str, list[tuple[int, str]]] = {}
+        self._finals: dict[str, Marker] = {}  # markers made or changed since take_writes
+        self._dirty: set[str] = set()
+        self._new_markers: set[str] = set()
         for state in restored:
-            cut = state.until_offset(checkpoint.offset)
-            if cut.facts:
-                self._open[cut.trajectory_id] = cut
-                self._schedule(cut)
+            self._open[state.key] = state
+            self._schedule(state)
 
     @property
     def watermark_ms(self) -> int | None:
         return self._watermark_ms
 
-    @property
-    def open_trajectories(self) -> int:
-        return len(self._open)
+    def org_watermark_ms(self, org_id: str) -> int:
+        """The watermark ``org_id``'s trajectories are finalised by (see the module
+        docstring); only called once the partition has seen an event."""
+        idle: int = self._watermark_ms - ORG_IDLE_LAG_MS  # type: ignore[operator]
+        return max(self._org_watermarks.get(org_id, idle), idle)
 
-    def step(self, raw: bytes, offset: int) -> Step:
-        """Apply the event at ``offset``; returns the records and late events it caused."""
-        if offset <= self._checkpoint.offset:
-            return Step()  # applied before a restart, outputs already durable
+    @property
+    def open_states(self) -> dict[str, Trajectory]:
+        return self._open
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(self._watermark_ms, self._offset, self._late, self._expired,
+                          self._quarantined, dict(self._org_watermarks))
+
+    def step(self, raw: bytes | None, offset: int) -> Step:
+        """Apply the record at ``offset``; returns the records and late events it caused."""
+        if offset <= self._restored_at:
+            return Step()  # applied before the checkpoint this join was restored from
         try:
             fact = fact_from_json(raw, offset)
-        except MalformedEventError:
+        except MalformedEventError as exc:
             self._offset = offset
-            self._malformed += 1
-            return Step()
-        return self.step_fact(fact, raw)
+            self._quarantined += 1
+            return Step(quarantined=[Unusable(offset, str(exc), bytes(raw or b""))])
+        return self.apply(fact, raw or b"")
 
-    def step_fact(self, fact: Fact, raw: bytes) -> Step:
-        """:meth:`step` for an event already read (the archive stores events as columns)."""
+    def apply(self, fact: Fact, raw: bytes) -> Step:
+        """Apply an event already read (``fact``, from ``raw`` at ``fact.offset``)."""
         out = Step()
-        if fact.offset <= self._checkpoint.offset:
-            return out
         self._offset = fact.offset
-        if self._watermark_ms is None or fact.time_ms > self._watermark_ms:
+        org = fact.org_id
+        before = self._watermark_ms
+        if before is None or fact.time_ms > before:
             self._watermark_ms = fact.time_ms
+        if fact.time_ms > self._org_watermarks.get(org, fact.time_ms - 1):
+            self._org_watermarks[org] = fact.time_ms
+        if before is not None and before // _IDLE_TICK_MS != fact.time_ms // _IDLE_TICK_MS:
+            self._finalise_idle(out)
+        # Trajectories the org's watermark has passed are final before this event is applied
+        # (so an event at or after its own trajectory's deadline is late).
+        self._finalise_due(org, out)
         self._apply(fact, raw, out)
-        self._finalise_due(out)
+        self._finalise_due(org, out)
         return out
 
     def _apply(self, fact: Fact, raw: bytes, out: Step) -> None:
-        tid = fact.trajectory_id
-        state = self._open.get(tid)
+        key = fact.key
+        state = self._open.get(key)
         if state is None:
-            stored = self._finals.get(tid)
-            if stored is None:
-                looked_up = self._lookup(tid)
-                if isinstance(looked_up, Finalised):
-                    stored = looked_up.until_offset(self._checkpoint.offset)
-            if stored is not None:
-                if not stored.seen(fact.event_id):
+            watermark_ms = self.org_watermark_ms(fact.org_id)
+            marker = self._finals.get(key) or self._lookup(key)
+            if marker is not None and not marker.expired(watermark_ms, self.retention_ms):
+                event_id = event_id_bytes(fact.event_id)
+                if not marker.seen(event_id):
                     self._late += 1
-                    out.late.append((tid, fact.event_id, raw))
-                    self._finals[tid] = self._dirty[tid] = stored.with_late(
-                        fact.event_id, fact.offset)
+                    out.late.append(Late(key, fact.event_id, raw, expired=False))
+                    self._finals[key] = marker.with_late(event_id)
                 return
-            state = TrajectoryState(tid, self.partition)
-        state = fold(state, fact)
-        self._open[tid] = state
-        self._dirty[tid] = state
-        if is_complete(state, self.spec):
-            self._finalise(tid, "complete", state.last_time_ms, out)
+            if fact.time_ms <= watermark_ms - self._recent_ms:
+                self._expired += 1
+                out.late.append(Late(key, fact.event_id, raw, expired=True))
+                return
+            state = self._open[key] = Trajectory(fact.org_id, fact.trajectory_id, key,
+                                                 self.partition)
+        if not fold(state, fact):
+            return
+        self._dirty.add(key)
+        if fact.type in COMPLETENESS_TYPES and is_complete(state, self.spec):
+            self._finalise(state, "complete", state.last_time_ms, out)
         else:
             self._schedule(state)
 
-    def _schedule(self, state: TrajectoryState) -> None:
+    def _schedule(self, state: Trajectory) -> None:
         due = deadline_ms(state, self.spec)
-        if self._deadlines.get(state.trajectory_id) != due:
-            self._deadlines[state.trajectory_id] = due
-            heapq.heappush(self._heap, (due, state.trajectory_id))
+        if self._deadlines.get(state.key) != due:
+            self._deadlines[state.key] = due
+            heapq.heappush(self._heaps.setdefault(state.org_id, []), (due, state.key))
 
-    def _finalise_due(self, out: Step) -> None:
-        while self._heap and self._heap[0][0] <= self._watermark_ms:  # type: ignore[operator]
-            due, tid = heapq.heappop(self._heap)
-            if tid in self._open and self._deadlines.get(tid) == due:
-                self._finalise(tid, "watermark", due, out)
+    def _finalise_idle(self, out: Step) -> None:
+        """Close what idle orgs' watermarks (the partition's minus the lag) have passed; run
+        whenever the partition's watermark enters a new tick, so once per second of event time
+        whatever the number of orgs."""
+        idle: int = self._watermark_ms - ORG_IDLE_LAG_MS  # type: ignore[operator]
+        for org_id, heap in self._heaps.items():
+            if heap and heap[0][0] <= idle:
+                self._finalise_due(org_id, out)
 
-    def _finalise(self, tid: str, by: str, at_ms: int, out: Step) -> None:
-        state = self._open.pop(tid)
-        self._deadlines.pop(tid, None)
-        out.records.append(reward_record(state, self.spec, by, at_ms))  # type: ignore[arg-type]
-        marker = Finalised(tid, self.partition, frozenset(state.facts), self._offset)
-        self._finals[tid] = marker
-        self._dirty[tid] = marker
+    def _finalise_due(self, org_id: str, out: Step) -> None:
+        heap = self._heaps.get(org_id)
+        watermark_ms = self.org_watermark_ms(org_id)
+        while heap and heap[0][0] <= watermark_ms:
+            due, key = heapq.heappop(heap)
+            state = self._open.get(key)
+            if state is not None and self._deadlines.get(key) == due:
+                self._finalise(state, "watermark", due, out)
 
-    def take_writes(self) -> tuple[dict[str, Stored], Checkpoint]:
-        """The keyed states changed since the last call, and the checkpoint to store after them.
+    def _finalise(self, state: Trajectory, by: str, at_ms: int, out: Step) -> None:
+        key = state.key
+        del self._open[key]
+        self._deadlines.pop(key, None)
+        self._dirty.add(key)
+        try:
+            record = reward_record(state, self.spec, by, at_ms)  # type: ignore[arg-type]
+            value = record.model_dump_json().encode()
+            if len(value) > self.max_record_bytes:
+                raise ValueError(f"its record is {len(value)} bytes, over the rewards topic's "
+                                 f"{self.max_record_bytes} byte limit")
+            out.records.append(record)
+            out.values.append(value)
+        except Exception as exc:  # noqa: BLE001 - one trajectory must not stop every other
+            self._quarantined += 1
+            out.quarantined.append(Unusable(
+                self._offset, f"trajectory {key!r} cannot be scored: {exc}",
+                json.dumps({"org_id": state.org_id, "trajectory_id": state.trajectory_id,
+                            "event_ids": sorted(state.facts)}).encode()))
+        self._finals[key] = Marker(key, self.org_watermark_ms(state.org_id),
+                                   frozenset(map(event_id_bytes, state.facts)))
+        self._new_markers.add(key)
 
-        The caller must persist both, states first, before handing out the next batch."""
-        dirty, self._dirty = self._dirty, {}
-        self._finals.clear()
-        checkpoint = Checkpoint(self._watermark_ms, self._offset, self._late, self._malformed)
-        return dirty, checkpoint
-
-
-# --------------------------------------------------------------------------- stored form
-
-
-def encode_stored(value: Stored) -> bytes:
-    if isinstance(value, Finalised):
-        body = {"t": value.trajectory_id, "p": value.partition, "final": sorted(value.event_ids),
-                "o": value.offset, "late": dict(value.late)}
-    else:
-        body = {"t": value.trajectory_id, "p": value.partition,
-                "facts": [fact_to_wire(f) for f in value.facts.values()]}
-    return json.dumps(body, separators=(",", ":")).encode()
-
-
-def decode_stored(raw: bytes) -> Stored:
-    body = json.loads(raw)
-    if "final" in body:
-        return Finalised(body["t"], body["p"], frozenset(body["final"]), body["o"],
-                         MappingProxyType(body["late"]))
-    facts = {wire[0]: fact_from_wire(wire) for wire in body["facts"]}
-    return TrajectoryState(body["t"], body["p"], MappingProxyType(facts))
-
-
-def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
-    return json.dumps([checkpoint.watermark_ms, checkpoint.offset, checkpoint.late_events,
-                       checkpoint.malformed_events]).encode()
-
-
-def decode_checkpoint(raw: bytes | None) -> Checkpoint:
-    return Checkpoint() if raw is None else Checkpoint(*json.loads(raw))
+    def take_writes(self) -> Writes:
+        """The open states and markers changed since the last call, and the checkpoint to
+        store with them; the caller stores all of it atomically."""
+        dirty, self._dirty = self._dirty, set()
+        opened = {key: self._open.get(key) for key in dirty}
+        markers, self._finals = self._finals, {}
+        new_markers, self._new_markers = self._new_markers, set()
+        return Writes(opened, markers, new_markers, self.checkpoint())

@@ -8,16 +8,17 @@ their negative terms.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from schemas.rewards import RewardRecord, Sample
+from schemas.rewards import RewardRecord
 from streams.facts import Fact, ms_to_datetime
-from streams.fold import TrajectoryState, edit_decisions, ended_fact, ordered_facts
+from streams.fold import Trajectory, edit_decisions, ended_fact, ordered_facts
 from streams.spec import RewardSpec
 
 __all__ = ["FinalisedBy", "components", "reward_record", "signals"]
 
 FinalisedBy = Literal["complete", "watermark"]
+Outcome = Literal["completed", "aborted", "error", "unfinished"]
 
 
 def _mean(values: list[float]) -> float:
@@ -117,7 +118,9 @@ def components(measured: dict[str, float], outcome: str, spec: RewardSpec) -> di
     return {name: value + 0.0 for name, value in terms.items()}
 
 
-def _samples(facts: list[Fact]) -> list[Sample]:
+def _samples(facts: list[Fact]) -> list[dict[str, Any]]:
+    """Each served completion once, as the fields of a :class:`Sample` (the record validates
+    them all in one call, which is much cheaper than a model per sample)."""
     seen: set[str] = set()
     samples = []
     for fact in facts:
@@ -125,39 +128,40 @@ def _samples(facts: list[Fact]) -> list[Sample]:
             continue
         seen.add(fact.data["cid"])
         d = fact.data
-        samples.append(Sample(
-            completion_id=d["cid"], checkpoint_id=fact.checkpoint_id,
-            prompt_token_ids=list(d["prompt"]), completion_token_ids=list(d["tokens"]),
-            behaviour_logprobs=[float(x) for x in d["logprobs"]],
-            temperature=float(d["temperature"]), top_p=float(d["top_p"]), top_k=int(d["top_k"]),
-        ))
+        samples.append({
+            "completion_id": d["cid"], "checkpoint_id": fact.checkpoint_id,
+            "prompt_token_ids": d["prompt"], "completion_token_ids": d["tokens"],
+            "behaviour_logprobs": [float(x) for x in d["logprobs"]],
+            "temperature": float(d["temperature"]), "top_p": float(d["top_p"]),
+            "top_k": int(d["top_k"]), "producer": d.get("producer"),
+        })
     return samples
 
 
 def reward_record(
-    state: TrajectoryState, spec: RewardSpec, finalized_by: FinalisedBy, finalized_at_ms: int
+    state: Trajectory, spec: RewardSpec, finalized_by: FinalisedBy, finalized_at_ms: int
 ) -> RewardRecord:
     """The record of a final trajectory: a function of its facts and the spec alone."""
     facts = ordered_facts(state)
     ended = ended_fact(facts)
-    outcome = ended.data["outcome"] if ended is not None else "unfinished"
+    outcome: Outcome = ended.data["outcome"] if ended is not None else "unfinished"
     measured = signals(facts, spec)
     terms = components(measured, outcome, spec)
     first = next((f for f in facts if f.type == "completion.served"), facts[0])
-    return RewardRecord(
-        trajectory_id=state.trajectory_id,
-        spec_version=spec.version,
-        checkpoint_id=first.checkpoint_id,
-        arm=facts[0].arm,
-        org_id=facts[0].org_id,
-        task_family=ended.data["family"] if ended is not None else "default",
-        outcome=outcome,
-        ended_at=ms_to_datetime(ended.time_ms) if ended is not None else None,
-        finalized_by=finalized_by,
-        finalized_at=ms_to_datetime(finalized_at_ms),
-        samples=_samples(facts),
-        components=terms,
-        total=sum(terms.values()),
-        signals=measured,
-        event_ids=sorted(state.facts),
-    )
+    return RewardRecord.model_validate({
+        "trajectory_id": state.trajectory_id,
+        "spec_version": spec.version,
+        "checkpoint_id": first.checkpoint_id,
+        "arm": facts[0].arm,
+        "org_id": state.org_id,
+        "task_family": ended.data["family"] if ended is not None else "default",
+        "outcome": outcome,
+        "ended_at": ms_to_datetime(ended.time_ms) if ended is not None else None,
+        "finalized_by": finalized_by,
+        "finalized_at": ms_to_datetime(finalized_at_ms),
+        "samples": _samples(facts),
+        "components": terms,
+        "total": sum(terms.values()),
+        "signals": measured,
+        "event_ids": sorted(state.facts),
+    })

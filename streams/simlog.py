@@ -10,13 +10,15 @@ produce them. Same arguments, same bytes.
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from schemas.events import (
+    GATEWAY_PRODUCER,
     ClarificationAsked,
     ClarificationAskedPayload,
     CompletionServed,
@@ -36,9 +38,14 @@ from schemas.events import (
     TrajectoryEndedPayload,
 )
 
-__all__ = ["SimConfig", "simulate_log"]
+__all__ = ["SimConfig", "poison_log", "simulate_log"]
 
-SIM_START = datetime(2025, 6, 1, tzinfo=timezone.utc)
+SIM_START = datetime(2025, 6, 1, tzinfo=UTC)
+_FINISHES: list[Literal["stop", "length", "error"]] = ["stop", "length", "error"]
+_SENTIMENTS: list[Literal["dissatisfied", "neutral", "satisfied"]] = [
+    "dissatisfied", "neutral", "satisfied"]
+_DECISIONS: list[Literal["accepted", "rejected"]] = ["accepted", "rejected"]
+_OUTCOMES: list[Literal["completed", "aborted", "error"]] = ["completed", "aborted", "error"]
 
 
 @dataclass(frozen=True)
@@ -79,9 +86,12 @@ class _Trajectory:
     def emit(self, model: type[Any], payload: Any, at: datetime | None = None) -> None:
         when = at or self.clock
         ms = int(when.timestamp() * 1000)
+        # Completions come from the gateway, everything else from a client through ingest.
+        producer = GATEWAY_PRODUCER if model is CompletionServed else "ingest:sim"
         self.events.append((when, model(
             event_id=_uuid7(self.rng, ms), occurred_at=when, sent_at=when, received_at=when,
-            event_time=when, clock_skew_ms=0, payload=payload, **self.common)))
+            event_time=when, clock_skew_ms=0, payload=payload, producer=producer,
+            **self.common)))
 
     def tick(self, low_s: float, high_s: float) -> None:
         self.clock += timedelta(seconds=self.rng.uniform(low_s, high_s))
@@ -95,7 +105,7 @@ class _Trajectory:
             completion_token_ids=[rng.randrange(1000) for _ in range(n_tokens)],
             behaviour_logprobs=[-round(rng.uniform(0.01, 4.0), 4) for _ in range(n_tokens)],
             ttft_ms=round(rng.uniform(50, 400), 1), latency_ms=round(rng.uniform(300, 6000), 1),
-            finish_reason=rng.choices(["stop", "length", "error"], [0.9, 0.08, 0.02])[0]))
+            finish_reason=rng.choices(_FINISHES, [0.9, 0.08, 0.02])[0]))
         for call in range(rng.randint(0, 3)):
             self.tick(0.1, 3)
             broken = rng.random() < self.config.broken_call_p
@@ -110,15 +120,16 @@ class _Trajectory:
             self.edit(f"{self.tid}-e{number}")
         if rng.random() < 0.3:
             self.tick(1, 20)
-            sentiment = rng.choices(["dissatisfied", "neutral", "satisfied"], [0.3, 0.4, 0.3])[0]
+            sentiment = rng.choices(_SENTIMENTS, [0.3, 0.4, 0.3])[0]
             self.emit(FollowupSent, FollowupSentPayload(sentiment=sentiment))
 
     def edit(self, edit_id: str) -> None:
         rng = self.rng
-        self.emit(EditProposed, EditProposedPayload(edit_id=edit_id, path=f"src/m{rng.randrange(9)}.py",
+        self.emit(EditProposed, EditProposedPayload(edit_id=edit_id,
+                                                    path=f"src/m{rng.randrange(9)}.py",
                                                     lines_added=rng.randrange(30)))
         self.tick(1, 30)
-        decision = rng.choices(["accepted", "rejected"], [0.7, 0.3])[0]
+        decision = rng.choices(_DECISIONS, [0.7, 0.3])[0]
         self.emit(EditDecided, EditDecidedPayload(edit_id=edit_id, decision=decision))
         if decision != "accepted":
             return
@@ -136,7 +147,7 @@ class _Trajectory:
     def end(self) -> None:
         if self.rng.random() < self.config.no_end_p:
             return
-        outcome = self.rng.choices(["completed", "aborted", "error"], [0.86, 0.09, 0.05])[0]
+        outcome = self.rng.choices(_OUTCOMES, [0.86, 0.09, 0.05])[0]
         self.tick(0.5, 3)
         self.emit(TrajectoryEnded, TrajectoryEndedPayload(
             outcome=outcome, turns=self.turns, task_family=self.rng.choice(["fix", "feature"])))
@@ -175,3 +186,47 @@ def simulate_log(
     arrivals.sort(key=lambda item: (item[0], item[1]))
     return [(event.trajectory_id.encode(), event.model_dump_json().encode())
             for _, _, event in arrivals]
+
+
+# Records that are not usable events, each of a kind a consumer must survive: (name, make) where
+# make turns a real event of the log (as a dict) into the poison's bytes.
+def _with(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**event, **changes}
+
+
+_POISON: tuple[tuple[str, Any], ...] = (
+    ("not json", lambda e: b"\xff\xfe this is not JSON {"),
+    ("json, not an event", lambda e: b'{"hello": "world"}'),
+    ("empty", lambda e: b""),
+    ("nested 100,000 deep", lambda e: b"[" * 100_000 + b"]" * 100_000),
+    ("non-finite latency", lambda e: json.dumps(_with(e, type="completion.served", payload={
+        "completion_id": "c-poison", "model": "sim", "prompt_token_ids": [1],
+        "completion_token_ids": [2], "behaviour_logprobs": [-0.1], "ttft_ms": 1.0,
+        "latency_ms": 1.0})).encode().replace(b'"latency_ms": 1.0', b'"latency_ms": 1e999')),
+    ("400-digit turns", lambda e: json.dumps(_with(e, type="trajectory.ended", payload={
+        "outcome": "aborted", "turns": int("9" * 400)})).encode()),
+    ("no org (not from ingest)", lambda e: json.dumps(
+        {k: v for k, v in e.items() if k != "org_id"}).encode()),
+    ("an org id ingest never stamps", lambda e: json.dumps(_with(e, org_id="../etc")).encode()),
+    ("wrong type", lambda e: json.dumps(_with(e, type="tool.called", payload={
+        "call_id": "k", "tool": "lint", "valid": "yes"})).encode()),
+)
+
+
+def poison_log(
+    log: list[tuple[bytes, bytes]], seed: int = 0,
+) -> tuple[list[tuple[bytes, bytes]], dict[int, str]]:
+    """``log`` with one record of each poison kind inserted at random places, keyed like the
+    event it was made from (so it lands in that trajectory's partition); returns the new log
+    and, per index of a poison record in it, the poison's kind."""
+    rng = random.Random(seed)
+    out = list(log)
+    kinds: list[tuple[int, str]] = []
+    for kind, make in _POISON:
+        key, value = log[rng.randrange(len(log))]
+        event = json.loads(value)
+        event["event_id"] = str(_uuid7(rng, 1_750_000_000_000))
+        index = rng.randrange(len(out) + 1)
+        out.insert(index, (key, make(event)))
+        kinds = [(i + 1 if i >= index else i, k) for i, k in kinds] + [(index, kind)]
+    return out, dict(kinds)

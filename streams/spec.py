@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated
 
@@ -76,17 +77,18 @@ class RewardSpec(_Section):
             raise ValueError(f"kept horizons must be distinct, got {horizons}")
         return self
 
-    @property
+    # Cached: the join reads these for every event and every record (the spec is frozen).
+    @cached_property
     def version(self) -> str:
         """First 16 hex digits of the SHA-256 of the normalised content."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
-    @property
+    @cached_property
     def horizons_s(self) -> tuple[int, ...]:
         return tuple(sorted(term.horizon_s for term in self.kept))
 
-    @property
+    @cached_property
     def max_horizon_s(self) -> int:
         return max(self.horizons_s)
 

@@ -1,51 +1,50 @@
-"""The reward-join worker: a faust app around :class:`streams.join.PartitionJoin`.
+"""The reward-join worker: a Quix Streams application around :class:`streams.join.PartitionJoin`.
 
-Per batch of ``events.raw`` records: step each partition's join, send the reward records and
-late events and wait until Kafka has them, then write the changed keyed states and, last, the
-partition checkpoint to the table, then acknowledge the batch. Faust flushes its producer before
-committing offsets, so a committed offset is always covered by a durable checkpoint, and a
-killed worker resumes with exactly the outputs a clean run gives (records may repeat).
+Quix Streams (confluent-kafka underneath) consumes ``events.raw`` in a consumer group, keeps
+each partition's join state in its own RocksDB store with a changelog topic of the same
+partition count, and commits in checkpoints (every ``commit_interval_s`` or ``batch_max``
+records). :mod:`streams.join_shell` says what happens per record and per checkpoint and why
+outputs are acknowledged before the state and offsets that account for them are committed.
 
-Keyed state lives in one faust table (RocksDB by default), so each partition's writes share one
-ordered changelog partition. Local RocksDB files are discarded at start: a SIGKILL can leave them
-ahead of the changelog in an order the checkpoint cannot account for, while the compacted
-changelog always holds a consistent prefix of the writes.
+Processing is at-least-once: a restart repeats the records of an uncommitted checkpoint,
+identical to the first time. Scaling out is adding workers with the same app id: Kafka
+rebalances the partitions, and a partition's state moves with it through its changelog.
+
+A checkpoint that cannot be completed (Kafka refuses an output, or does not acknowledge it
+within ``output_timeout_s``) stops the worker: its offsets are not committed, so the next start
+repeats it, and the process exits with :data:`EXIT_BATCH_FAILED`. Stopping is bounded: after
+SIGTERM, SIGINT or a failure, the process exits within ``shutdown_timeout_s`` whatever it is
+still waiting for.
 """
 
 from __future__ import annotations
 
-import asyncio
+import gc
 import logging
-import shutil
+import os
+import threading
 import time
-import weakref
-from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from infra.errors import BrokerError
+from infra.kafka_io import confluent_options
 from infra.settings import Settings
-from schemas.rewards import reward_record_key
-from schemas.topics import topic_name
-from streams.fold import TrajectoryState
-from streams.join import (
-    Checkpoint,
-    PartitionJoin,
-    Stored,
-    decode_checkpoint,
-    decode_stored,
-    encode_checkpoint,
-    encode_stored,
-)
+from schemas.topics import REWARD_RECORD_MAX_BYTES, topic_name
+from streams.join import DEFAULT_RETENTION_MS, require_retention
+from streams.join_shell import CONSUMER_NAME, JoinShell, WorkerTotals
 from streams.spec import RewardSpec
 
 __all__ = [
-    "WorkerConfig", "WorkerTotals", "build_app", "default_app_id", "discard_local_tables",
-    "run_worker",
+    "CONSUMER_NAME", "EXIT_BATCH_FAILED", "WorkerConfig", "WorkerTotals", "build_app",
+    "collect_garbage_rarely", "default_app_id", "run_worker",
 ]
 
 log = logging.getLogger("rewardstream.worker")
+
+EXIT_BATCH_FAILED = 70  # EX_SOFTWARE: a checkpoint could not be completed
 
 
 @dataclass(frozen=True)
@@ -54,29 +53,23 @@ class WorkerConfig:
     spec: RewardSpec
     datadir: Path
     app_id: str | None = None
-    store: str = "rocksdb://"
-    batch_max: int = 2000
-    batch_within_s: float = 0.1
-    # Per partition and fetch. faust's default (1 MiB) makes a backlog arrive in round trips
-    # of ~1,600 events, and the consumer idles on each one; 16 MiB lets it catch up in a few.
+    # A checkpoint (outputs acknowledged, state and offsets committed) after this many records
+    # or this many seconds, whichever comes first.
+    batch_max: int = 20_000
+    commit_interval_s: float = 2.0
+    retention_ms: int = DEFAULT_RETENTION_MS  # markers are kept this long in event time
     fetch_max_bytes_per_partition: int = 16 * 1024 * 1024
-    # faust sends each record in its own produce request by default (no linger, 16 KiB
-    # batches); a batch's records and table writes are sent together, so a few ms of linger
-    # turns thousands of requests into a few per batch.
     produce_linger_s: float = 0.005
-    produce_batch_bytes: int = 512 * 1024
-
-
-@dataclass
-class WorkerTotals:
-    """Since this process started (the checkpoint in the table holds the durable counts)."""
-
-    events: int = 0
-    records: int = 0
-    late_events: int = 0
-    last_offsets: dict[int, int] | None = None
-    first_batch_s: float | None = None  # monotonic time the first batch arrived
-    last_batch_s: float | None = None  # monotonic time the latest batch was acknowledged
+    produce_batch_bytes: int = 1024 * 1024
+    # After SIGTERM/SIGINT or a failed checkpoint, the process exits within this many seconds.
+    shutdown_timeout_s: float = 30.0
+    # An output Kafka has not acknowledged after this long fails its checkpoint.
+    output_timeout_s: float = 60.0
+    # A worker silent this long (killed, frozen, cut off) leaves the group and its partitions
+    # move to the others (librdkafka's session.timeout.ms; 45 s is its default).
+    session_timeout_s: float = 45.0
+    # Prometheus metrics (counts, each partition's state size and watermark) on this port.
+    metrics_port: int | None = None
 
 
 def default_app_id(settings: Settings, spec: RewardSpec) -> str:
@@ -84,155 +77,122 @@ def default_app_id(settings: Settings, spec: RewardSpec) -> str:
     return f"{settings.topic_prefix}rewardjoin-{spec.version}"
 
 
-def _trajectory_key(tid: str) -> bytes:
-    return b"t/" + tid.encode()
+def _require_source(settings: Settings) -> None:
+    from infra.topics import admin_client
 
-
-def _checkpoint_key(partition: int) -> bytes:
-    return b"w/%d" % partition
-
-
-@contextmanager
-def _as_event_of(event: Any) -> Iterator[None]:
-    """Table reads and writes go to the partition of faust's current event; a batch spans
-    partitions, so each partition's writes run under one of its own events."""
-    from faust.streams import _current_event
-
-    token = _current_event.set(weakref.ref(event))
+    admin = admin_client(settings)
     try:
-        yield
+        source = topic_name(settings.topic_prefix, "events.raw")
+        if source not in set(admin.list_topics()):
+            raise BrokerError(f"topic {source} does not exist at {settings.bootstrap_servers}; "
+                              "create the platform's topics with `rewardstream topics create`")
     finally:
-        _current_event.reset(token)
+        admin.close()
 
 
-class _Shell:
-    """The I/O around the partition joins: table, output topics, acknowledgements."""
-
-    def __init__(self, app: Any, config: WorkerConfig) -> None:
-        prefix = config.settings.topic_prefix
-        self.spec = config.spec
-        self.table = app.Table("state", key_type=bytes, value_type=bytes,  # bytes: raw codec
-                               partitions=config.settings.topic_partitions)
-        self.app = app
-        self.rewards_topic = topic_name(prefix, "rewards")
-        self.late_topic = topic_name(prefix, "events.late")
-        self.joins: dict[int, PartitionJoin] = {}
-        self.totals = WorkerTotals(last_offsets={})
-
-    def _lookup(self, tid: str) -> Stored | None:
-        raw = self.table.get(_trajectory_key(tid))
-        return None if raw is None else decode_stored(raw)
-
-    def _join_for(self, partition: int) -> PartitionJoin:
-        join = self.joins.get(partition)
-        if join is None:
-            checkpoint = decode_checkpoint(self.table.get(_checkpoint_key(partition)))
-            restored = []
-            for key, raw in self.table.items():
-                if key.startswith(b"t/"):
-                    stored = decode_stored(raw)
-                    if isinstance(stored, TrajectoryState) and stored.partition == partition:
-                        restored.append(stored)
-            join = PartitionJoin(self.spec, partition, self._lookup, checkpoint, restored)
-            self.joins[partition] = join
-            log.info("partition %d: resumed after offset %d with %d open trajectories",
-                     partition, checkpoint.offset, join.open_trajectories)
-        return join
-
-    async def _send(self, topic: str, key: bytes, value: bytes) -> Awaitable[Any]:
-        """Hand a record to faust's producer (the one flushed before offsets are committed)
-        without a faust topic's per-record bookkeeping; await the result for Kafka's ack."""
-        return await self.app.producer.send(topic, key, value, None, None, None)
-
-    def forget(self, partitions: set[int]) -> None:
-        for partition in partitions:
-            self.joins.pop(partition, None)
-
-    async def process(self, stream: Any, events: list[Any]) -> None:
-        if self.totals.first_batch_s is None:
-            self.totals.first_batch_s = time.monotonic()
-        by_partition: dict[int, list[Any]] = {}
-        for event in events:
-            by_partition.setdefault(event.message.partition, []).append(event)
-        sends: list[Any] = []
-        writes: list[tuple[Any, dict[str, Stored], Checkpoint]] = []
-        for partition, batch in by_partition.items():
-            with _as_event_of(batch[-1]):
-                join = self._join_for(partition)
-                for event in batch:
-                    step = join.step(event.message.value, event.message.offset)
-                    for record in step.records:
-                        sends.append(await self._send(
-                            self.rewards_topic,
-                            reward_record_key(record.trajectory_id, record.spec_version),
-                            record.model_dump_json().encode()))
-                    for tid, _, raw in step.late:
-                        sends.append(await self._send(self.late_topic, tid.encode(), raw))
-                    self.totals.records += len(step.records)
-                    self.totals.late_events += len(step.late)
-                dirty, checkpoint = join.take_writes()
-                writes.append((batch[-1], dirty, checkpoint))
-        await asyncio.gather(*sends)
-        for last_event, dirty, checkpoint in writes:
-            with _as_event_of(last_event):
-                for tid, value in dirty.items():
-                    self.table[_trajectory_key(tid)] = encode_stored(value)
-                self.table[_checkpoint_key(last_event.message.partition)] = \
-                    encode_checkpoint(checkpoint)
-            self.totals.last_offsets[last_event.message.partition] = last_event.message.offset  # type: ignore[index]
-        for event in events:
-            await stream.ack(event)
-        self.totals.events += len(events)
-        self.totals.last_batch_s = time.monotonic()
+def collect_garbage_rarely() -> None:
+    """Tune the garbage collector for the join: it allocates many short-lived objects per
+    event (parsed events, facts) while the process holds many long-lived ones (open
+    trajectories, the Kafka clients' and Quix's own), and with Python's default thresholds
+    full collections took ~15% of the worker's time here. Objects made before processing are
+    frozen out of collections, and a young collection runs every 50,000 allocations."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
 
 
-def build_app(config: WorkerConfig) -> tuple[Any, WorkerTotals]:
-    """The faust app of the reward join, and the live totals of this process."""
-    import faust
+def _exit_within(timeout_s: float, code: Callable[[], int]) -> None:
+    """Exit the process ``timeout_s`` from now unless it has exited by then."""
+    def expire() -> None:
+        log.critical("reward join did not stop within %.0f s; exiting now", timeout_s)
+        logging.shutdown()
+        os._exit(code())
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def build_app(config: WorkerConfig,
+              stop_when: Callable[[WorkerTotals], bool] | None = None,
+              bounded_stop: bool = False) -> tuple[Any, JoinShell]:
+    """The Quix application of the reward join and its shell (``shell.totals`` are live).
+
+    ``stop_when`` stops the application once it holds (in-process runs); ``bounded_stop``
+    makes every stop exit the process within ``shutdown_timeout_s`` (the worker command)."""
+    from quixstreams import Application
+    from quixstreams.kafka.configuration import ConnectionConfig
 
     settings = config.settings
-    app = faust.App(
-        config.app_id or default_app_id(settings, config.spec),
-        broker=f"kafka://{settings.bootstrap_servers}", store=config.store,
-        datadir=str(config.datadir), topic_partitions=settings.topic_partitions,
-        web_enabled=False, consumer_auto_offset_reset="earliest",
-        consumer_max_fetch_size=config.fetch_max_bytes_per_partition,
-        producer_linger=config.produce_linger_s, producer_max_batch_size=config.produce_batch_bytes,
+    require_retention(config.spec, config.retention_ms)
+    _require_source(settings)
+    app_id = config.app_id or default_app_id(settings, config.spec)
+    shell_box: list[JoinShell] = []
+
+    class RewardJoinApplication(Application):
+        _stopping = False
+
+        def stop(self, fail: bool = False) -> None:
+            if bounded_stop and not self._stopping:
+                self._stopping = True
+                failed = fail or bool(shell_box and shell_box[0].totals.failure)
+                _exit_within(config.shutdown_timeout_s,
+                             lambda: EXIT_BATCH_FAILED if failed else 128 + 15)
+            super().stop(fail=fail)
+
+    app = RewardJoinApplication(
+        broker_address=ConnectionConfig.from_librdkafka_dict(
+            confluent_options(settings, app_id)),
+        consumer_group=app_id, auto_offset_reset="earliest",
+        commit_interval=config.commit_interval_s, commit_every=config.batch_max,
+        state_dir=str(config.datadir), use_changelog_topics=True,
+        processing_guarantee="at-least-once", loglevel=None,
+        # Never delete local state on its own: the source keeps everything, so an offset
+        # below the log's start is an operator's error to look at.
+        auto_recover_from_source_offset_out_of_range=False,
+        consumer_extra_config={
+            "session.timeout.ms": int(config.session_timeout_s * 1000),
+            "max.partition.fetch.bytes": config.fetch_max_bytes_per_partition,
+            "fetch.max.bytes": 4 * config.fetch_max_bytes_per_partition},
+        producer_extra_config={
+            "linger.ms": int(config.produce_linger_s * 1000),
+            "batch.size": config.produce_batch_bytes,
+            "message.max.bytes": REWARD_RECORD_MAX_BYTES + (1 << 20),
+            "message.timeout.ms": int(config.output_timeout_s * 1000)},
     )
-    source = app.topic(topic_name(settings.topic_prefix, "events.raw"), key_serializer="raw",
-                       value_serializer="raw")
-    shell = _Shell(app, config)
-
-    @app.agent(source)
-    async def reward_join(stream: Any) -> None:
-        async for events in stream.noack_take(config.batch_max, within=config.batch_within_s):
-            await shell.process(stream, list(events))
-
-    @app.on_partitions_revoked.connect
-    async def on_revoked(sender: Any, revoked: Any, **_: Any) -> None:
-        shell.forget({tp.partition for tp in revoked if tp.topic == source.get_topic_name()})
-
-    @app.timer(interval=10.0)
-    async def report() -> None:
-        totals = shell.totals
-        log.info("reward join: %d events, %d records, %d late since start; offsets %s",
-                 totals.events, totals.records, totals.late_events, totals.last_offsets)
-
-    return app, shell.totals
-
-
-def discard_local_tables(app: Any) -> None:
-    """Recover from the changelog alone (see the module docstring)."""
-    shutil.rmtree(Path(app.conf.tabledir), ignore_errors=True)
+    source = app.topic(topic_name(settings.topic_prefix, "events.raw"),
+                       key_deserializer="bytes", value_deserializer="bytes")
+    sdf = app.dataframe(source)
+    sdf.register_store()
+    shell = JoinShell(config.spec, settings.topic_prefix, config.retention_ms,
+                      sdf.processing_context, sdf.stream_id, stop_when)
+    shell.stop = app.stop
+    shell_box.append(shell)
+    sdf.sink(shell)
+    return app, shell
 
 
 def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
-    """Run until SIGINT/SIGTERM."""
-    import faust
+    """Run until SIGINT/SIGTERM, or until a checkpoint fails (then exit with
+    EXIT_BATCH_FAILED)."""
+    logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(name)s %(message)s")
+    app, shell = build_app(config, bounded_stop=True)
+    if config.metrics_port is not None:
+        from streams.join_metrics import serve_join_metrics
 
-    app, _ = build_app(config)
-    discard_local_tables(app)
+        serve_join_metrics(shell.totals, config.metrics_port)
+    collect_garbage_rarely()
     started = time.monotonic()
-    log.info("reward join %s (spec %s) starting", app.conf.id, config.spec.version)
-    faust.Worker(app, loglevel=loglevel).execute_from_commandline()
+    log.info("reward join %s (spec %s) starting", app.config.consumer_group,
+             config.spec.version)
+    try:
+        app.run()
+    except Exception as exc:  # noqa: BLE001 - any failure stops the worker, loudly
+        shell.totals.failure = f"{type(exc).__name__}: {exc}"
+        log.critical(
+            "reward join stopped: the checkpoint of %s could not be completed (%s); its "
+            "offsets were not committed, so the next start repeats it", shell.pending(),
+            shell.totals.failure, exc_info=exc)
+        logging.shutdown()
+        raise SystemExit(EXIT_BATCH_FAILED) from None
+    shell.report()
     log.info("reward join stopped after %.0f s", time.monotonic() - started)

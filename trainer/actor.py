@@ -2,7 +2,7 @@
 
 A full checkpoint directory is a complete model (config, safetensors weights, tokenizer); a LoRA
 checkpoint directory is a peft adapter whose ``base_model_name_or_path`` is the absolute base
-model directory. Both load with ``trainer.modeling.load_policy`` and with vLLM.
+model directory. Both load with ``infra.models.load_policy`` and with vLLM.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from infra.models import head_adapter_warnings_off
 from trainer.config import TrainConfig
 from trainer.errors import CheckpointError
-from trainer.modeling import head_adapter_warnings_off
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -37,6 +37,11 @@ class Actor:
         pad = self.tokenizer.pad_token_id
         return int(pad if pad is not None else self.tokenizer.eos_token_id or 0)
 
+    @property
+    def vocab_size(self) -> int:
+        """Token ids below this have an embedding."""
+        return int(self.model.get_input_embeddings().num_embeddings)
+
     def trainable(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
@@ -44,7 +49,8 @@ class Actor:
         """(B, L, V) logits of the actor."""
         return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
 
-    def reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def reference_logits(self, input_ids: torch.Tensor,
+                         attention_mask: torch.Tensor) -> torch.Tensor:
         """(B, L, V) logits of the frozen reference: the adapter switched off, or its own copy."""
         with torch.no_grad():
             if self._reference is not None:
@@ -66,7 +72,8 @@ def _from_pretrained(path: Path) -> Any:
     logging.disable_progress_bar()
 
     try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                    local_files_only=True)
     except OSError as exc:
         raise CheckpointError(f"{path} is not a loadable causal LM directory: {exc}") from None
 
@@ -87,8 +94,11 @@ def load_actor(config: TrainConfig, start_dir: Path | None, device: str) -> Acto
                 model = PeftModel.from_pretrained(model, start_dir, is_trainable=True)
         else:
             targets = config.lora_targets
-            lora = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0,
-                              target_modules=targets if targets == "all-linear" else targets.split(","),
+            # peft scales by alpha / r as a float; its annotation says int.
+            alpha: Any = config.lora_alpha
+            lora = LoraConfig(r=config.lora_rank, lora_alpha=alpha, lora_dropout=0.0,
+                              target_modules=(targets if targets == "all-linear"
+                                              else targets.split(",")),
                               task_type="CAUSAL_LM")
             # adapter init must not shift the training RNG
             with torch.random.fork_rng(), head_adapter_warnings_off():

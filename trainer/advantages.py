@@ -29,11 +29,14 @@ class EmaBaseline:
     def from_dict(cls, data: dict[str, object]) -> EmaBaseline:
         values = data.get("values", {})
         assert isinstance(values, dict)
-        return cls(decay=float(data["decay"]), values={str(k): float(v) for k, v in values.items()})
+        decay = data["decay"]
+        assert isinstance(decay, (int, float))
+        return cls(decay=float(decay), values={str(k): float(v) for k, v in values.items()})
 
 
 def whiten(values: Sequence[float], eps: float = 1e-6) -> list[float]:
-    """Centre and scale to unit variance (population std); fewer than two values stay as they are."""
+    """Centre and scale to unit variance (population std); fewer than two values stay as they
+    are."""
     n = len(values)
     if n < 2:
         return list(values)
@@ -43,7 +46,8 @@ def whiten(values: Sequence[float], eps: float = 1e-6) -> list[float]:
 
 
 def compute_advantages(
-    rewards: Sequence[float], families: Sequence[str], baseline: EmaBaseline, whiten_batch: bool = True
+    rewards: Sequence[float], families: Sequence[str], baseline: EmaBaseline,
+    whiten_batch: bool = True,
 ) -> list[float]:
     """One advantage per record, in order; updates ``baseline`` in place.
 
@@ -55,11 +59,11 @@ def compute_advantages(
         raise ValueError(f"{len(rewards)} rewards but {len(families)} families")
     start = dict(baseline.values)
     for family in set(families) - start.keys():
-        mine = [r for r, f in zip(rewards, families) if f == family]
+        mine = [r for r, f in zip(rewards, families, strict=False) if f == family]
         start[family] = sum(mine) / len(mine)
-    raw = [r - start[f] for r, f in zip(rewards, families)]
+    raw = [r - start[f] for r, f in zip(rewards, families, strict=False)]
     values = dict(start)
-    for r, f in zip(rewards, families):
+    for r, f in zip(rewards, families, strict=False):
         values[f] = baseline.decay * values[f] + (1.0 - baseline.decay) * r
     baseline.values = values
     return whiten(raw) if whiten_batch else raw

@@ -68,7 +68,8 @@ def cluster_of(task_id: str) -> str:
     return task_id.split("#", 1)[0]
 
 
-def pair_results(candidate: Sequence[TaskResult], incumbent: Sequence[TaskResult]) -> list[PairedDiff]:
+def pair_results(candidate: Sequence[TaskResult],
+                 incumbent: Sequence[TaskResult]) -> list[PairedDiff]:
     """Pair results by task id; both runs must have scored exactly the same tasks."""
     cand = {r.task_id: r for r in candidate}
     inc = {r.task_id: r for r in incumbent}
@@ -87,7 +88,7 @@ def cluster_bootstrap_interval(
     index = {name: i for i, name in enumerate(names)}
     sums = np.zeros(len(names))  # (K,)
     counts = np.zeros(len(names))  # (K,)
-    for d, c in zip(diffs, clusters):
+    for d, c in zip(diffs, clusters, strict=False):
         sums[index[c]] += d
         counts[index[c]] += 1
     rng = np.random.Generator(np.random.PCG64(seed))

@@ -23,19 +23,51 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, ValidationError
 from safetensors.torch import load_file, save_file
 
 from trainer.errors import CheckpointError
 
 __all__ = [
-    "META_FILE", "latest_checkpoint", "load_trainer_state", "read_meta", "write_checkpoint",
+    "META_FILE", "CheckpointMeta", "TrainerState", "latest_checkpoint", "load_trainer_state",
+    "read_meta", "write_checkpoint",
 ]
+
+
+class TrainerState(BaseModel):
+    """What a resumed trainer continues from, besides the weights and optimizer moments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    global_step: int = 0
+    ema: dict[str, Any] = {}  # the advantage baseline (EmaBaseline.to_dict)
+    dedupe_keys: list[str] = []  # reward record keys already trained on, newest last
+
+
+class CheckpointMeta(BaseModel):
+    """``checkpoint.json``: a checkpoint's lineage and what the trainer needs to resume."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    checkpoint_id: str
+    parent_id: str | None = None
+    model: str = ""  # the model family (the registry's ``model``)
+    adapter: bool = False  # a LoRA adapter over ``base_path``, or a full model
+    base_path: str | None = None
+    offsets: dict[str, list[int]] = {}  # {"topic:partition": [first, last]} consumed
+    positions: dict[str, int] = {}  # {"topic:partition": next offset} to resume from
+    reward_spec_version: str | None = None
+    orgs: list[str] = []  # the organisations whose records it was trained on
+    hyperparams: dict[str, Any] = {}
+    stats: dict[str, Any] = {}  # record counts by reason, per-step statistics
+    trainer_state: TrainerState = TrainerState()
+    provenance: dict[str, Any] = {}  # how a checkpoint made outside a cycle was made
 
 META_FILE = "checkpoint.json"
 STATE_FILE = "trainer_state.safetensors"
 LATEST_FILE = "LATEST"
-# Keys of checkpoint.json too bulky for every weights file's header.
-_HEADER_SKIP = ("dedupe_keys", "hyperparams")
+# Fields of checkpoint.json too bulky for every weights file's header.
+_HEADER_SKIP = {"trainer_state", "hyperparams", "stats"}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -56,8 +88,8 @@ def _write_json_atomic(path: Path, data: Any) -> None:
     _fsync_dir(path.parent)
 
 
-def _stamp_weights(directory: Path, meta: dict[str, Any]) -> None:
-    header = json.dumps({k: v for k, v in meta.items() if k not in _HEADER_SKIP}, sort_keys=True)
+def _stamp_weights(directory: Path, meta: CheckpointMeta) -> None:
+    header = json.dumps(meta.model_dump(mode="json", exclude=_HEADER_SKIP), sort_keys=True)
     for path in sorted(directory.glob("*.safetensors")):
         if path.name == STATE_FILE:
             continue
@@ -79,7 +111,7 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Te
 
 
 def write_checkpoint(out_dir: Path, checkpoint_id: str, save_weights: Callable[[Path], None],
-                     optimizer: torch.optim.Optimizer, meta: dict[str, Any]) -> Path:
+                     optimizer: torch.optim.Optimizer, meta: CheckpointMeta) -> Path:
     """Write everything to ``out_dir/.tmp-<id>``, fsync, rename to ``out_dir/<id>``, move LATEST."""
     out_dir.mkdir(parents=True, exist_ok=True)
     final, tmp = out_dir / checkpoint_id, out_dir / f".tmp-{checkpoint_id}"
@@ -89,7 +121,7 @@ def write_checkpoint(out_dir: Path, checkpoint_id: str, save_weights: Callable[[
     _stamp_weights(tmp, meta)
     tensors, groups = _state_tensors(optimizer)
     save_file(tensors, tmp / STATE_FILE, metadata={"param_groups": groups})
-    (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    (tmp / META_FILE).write_text(meta.model_dump_json(indent=2))
     for path in tmp.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
@@ -102,10 +134,10 @@ def write_checkpoint(out_dir: Path, checkpoint_id: str, save_weights: Callable[[
     return final
 
 
-def read_meta(directory: Path) -> dict[str, Any]:
+def read_meta(directory: Path) -> CheckpointMeta:
     try:
-        return json.loads((directory / META_FILE).read_text())
-    except (OSError, ValueError) as exc:
+        return CheckpointMeta.model_validate_json((directory / META_FILE).read_bytes())
+    except (OSError, ValidationError) as exc:
         raise CheckpointError(f"{directory} is not a trainer checkpoint ({exc})") from None
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import getpass
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from trainer.registry_io import RegistryStore
 
 __all__ = ["register"]
 
@@ -20,26 +23,29 @@ registry_app = typer.Typer(
 
 
 def train(
-    config: Optional[Path] = typer.Option(None, help="TOML file of trainer settings (field names of "
-                                          "trainer.config.TrainConfig); options below override it."),
-    model_dir: Optional[Path] = typer.Option(None, help="Local Hugging Face causal LM to train."),
-    out_dir: Optional[Path] = typer.Option(None, help="Where checkpoints are written."),
+    config: Path | None = typer.Option(
+        None, help="TOML file of trainer settings (field names of trainer.config.TrainConfig); "
+        "options below override it."),
+    model_dir: Path | None = typer.Option(None, help="Local Hugging Face causal LM to train."),
+    out_dir: Path | None = typer.Option(None, help="Where checkpoints are written."),
     cycle: bool = typer.Option(False, "--cycle", help="Run cycles continuously: accumulate, "
                                "update, candidate, gate, promote or reject, repeat."),
-    max_cycles: Optional[int] = typer.Option(None, min=1, help="Stop after this many cycles."),
-    lora: Optional[bool] = typer.Option(None, "--lora/--full", help="LoRA adapter or full "
+    max_cycles: int | None = typer.Option(None, min=1, help="Stop after this many cycles."),
+    lora: bool | None = typer.Option(None, "--lora/--full", help="LoRA adapter or full "
                                         "fine-tuning (default: full)."),
-    lr: Optional[float] = typer.Option(None, help="AdamW learning rate (default 1e-5)."),
-    batch_records: Optional[int] = typer.Option(None, help="Records per update (default 32)."),
-    steps_per_cycle: Optional[int] = typer.Option(None, help="Updates per cycle (default: "
+    lr: float | None = typer.Option(None, help="AdamW learning rate (default 1e-5)."),
+    batch_records: int | None = typer.Option(None, help="Records per update (default 32)."),
+    steps_per_cycle: int | None = typer.Option(None, help="Updates per cycle (default: "
                                                   "cycle by time, cycle_period_s)."),
-    cycle_period_s: Optional[float] = typer.Option(None, help="Cycle length in seconds (5 h)."),
-    deterministic: Optional[bool] = typer.Option(None, "--deterministic", help="Count-only "
+    cycle_period_s: float | None = typer.Option(None, help="Cycle length in seconds (5 h)."),
+    deterministic: bool | None = typer.Option(None, "--deterministic", help="Count-only "
                                                  "batching and deterministic kernels."),
-    records: Optional[Path] = typer.Option(None, help="Train from a JSONL file of reward "
+    records: Path | None = typer.Option(None, help="Train from a JSONL file of reward "
                                            "records instead of the `rewards` topic."),
-    registry_file: Optional[Path] = typer.Option(None, help="Keep the registry in a JSONL file "
+    registry_file: Path | None = typer.Option(None, help="Keep the registry in a JSONL file "
                                                  "instead of the `checkpoints` topic."),
+    org: list[str] | None = typer.Option(None, help="Train only on this organisation's "
+                                         "records (repeatable; default: every org's)."),
 ) -> None:
     """Train the policy on the `rewards` stream and gate each candidate.
 
@@ -53,32 +59,27 @@ def train(
     --steps-per-cycle 4 --batch-records 16 --lr 1e-4
     """
     from infra.settings import load_settings
-    from schemas.topics import topic_name
     from trainer.config import load_config
     from trainer.runner import run_training
 
     settings = load_settings()
     settings_overrides = dict(model_dir=model_dir, out_dir=out_dir, lora=lora, lr=lr,
                               batch_records=batch_records, steps_per_cycle=steps_per_cycle,
-                              cycle_period_s=cycle_period_s, deterministic=deterministic)
-    run_training(load_config(config, **settings_overrides),
-                 bootstrap_servers=settings.bootstrap_servers,
-                 rewards_topic=topic_name(settings.topic_prefix, "rewards"),
-                 checkpoints_topic=topic_name(settings.topic_prefix, "checkpoints"),
+                              cycle_period_s=cycle_period_s, deterministic=deterministic,
+                              orgs=tuple(org) if org else None)
+    run_training(load_config(config, **settings_overrides), settings=settings,
                  records_file=records, registry_file=registry_file, continuous=cycle,
                  max_cycles=max_cycles)
 
 
-def _store(registry_file: Path | None):  # -> RegistryStore
+def _store(registry_file: Path | None) -> RegistryStore:
     from infra.settings import load_settings
-    from schemas.topics import topic_name
     from trainer.registry_io import JsonlRegistryStore, KafkaRegistryStore
 
     if registry_file is not None:
         return JsonlRegistryStore(registry_file)
     settings = load_settings()
-    return KafkaRegistryStore(settings.bootstrap_servers,
-                              topic_name(settings.topic_prefix, "checkpoints"))
+    return KafkaRegistryStore(settings)
 
 
 _REGISTRY_FILE = typer.Option(None, help="A JSONL registry file instead of the topic.")
@@ -87,9 +88,10 @@ _ACTOR = typer.Option(None, help="Who acts (default: the login name).")
 
 @registry_app.command("list")
 def registry_list(
-    history: bool = typer.Option(False, help="Every event read, not just each checkpoint's newest."),
+    history: bool = typer.Option(False,
+                                 help="Every event read, not just each checkpoint's newest."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
-    registry_file: Optional[Path] = _REGISTRY_FILE,
+    registry_file: Path | None = _REGISTRY_FILE,
 ) -> None:
     """Checkpoints with status, aliases, parent and the gate's verdict.
 
@@ -98,11 +100,12 @@ def registry_list(
 
     registry = _store(registry_file).read()
     rows = event_rows(registry, history)
-    typer.echo("\n".join(json.dumps(r, default=str) for r in rows) if as_json else render_rows(rows))
+    typer.echo("\n".join(json.dumps(r, default=str) for r in rows) if as_json
+               else render_rows(rows))
 
 
 @registry_app.command("show")
-def registry_show(checkpoint_id: str, registry_file: Optional[Path] = _REGISTRY_FILE) -> None:
+def registry_show(checkpoint_id: str, registry_file: Path | None = _REGISTRY_FILE) -> None:
     """The newest event of one checkpoint in full: lineage, offsets, hyper-parameters, evidence."""
     event = _store(registry_file).read().get(checkpoint_id)
     typer.echo(json.dumps(event.model_dump(mode="json"), indent=2))
@@ -112,15 +115,15 @@ def registry_show(checkpoint_id: str, registry_file: Optional[Path] = _REGISTRY_
 def registry_promote(
     checkpoint_id: str,
     reason: str = typer.Option(..., help="Why, recorded as the promotion's evidence."),
-    actor: Optional[str] = _ACTOR, registry_file: Optional[Path] = _REGISTRY_FILE,
+    actor: str | None = _ACTOR, registry_file: Path | None = _REGISTRY_FILE,
 ) -> None:
     """Make a checkpoint production by hand (the gate does this for candidates that pass).
 
     Example: rewardstream registry promote tiny-0196... --reason "re-deploy after fix" """
-    from trainer.registry import promotion
+    from schemas.checkpoints import promotion
 
     store = _store(registry_file)
-    event = promotion(store.read(), checkpoint_id, datetime.now(timezone.utc),
+    event = promotion(store.read(), checkpoint_id, datetime.now(UTC),
                       actor or getpass.getuser(), {"reason": reason})
     store.publish([event])
     typer.echo(f"{checkpoint_id} is production (was {event.evidence['previous_production']})")
@@ -128,20 +131,36 @@ def registry_promote(
 
 @registry_app.command("rollback")
 def registry_rollback(
+    checkpoint_id: str | None = typer.Argument(
+        None, help="The checkpoint to roll back (default: production of --model)."),
     reason: str = typer.Option(..., help="Why, recorded as the rollback's evidence."),
-    model: Optional[str] = typer.Option(None, help="Model family (default: the only one)."),
-    actor: Optional[str] = _ACTOR, registry_file: Optional[Path] = _REGISTRY_FILE,
+    model: str | None = typer.Option(None, help="Model family (default: the only one)."),
+    actor: str | None = _ACTOR, registry_file: Path | None = _REGISTRY_FILE,
 ) -> None:
-    """Restore the previous production checkpoint; the current one is marked rolled back.
+    """Roll a checkpoint back. Production is marked rolled back and the previous production is
+    promoted again (the base model serves when there is none); any other checkpoint is taken out
+    of the running. The console's button and auto-protect write the same events.
 
     Example: rewardstream registry rollback --reason "edit-rate collapse alert" """
-    from trainer.registry import rollback
+    from schemas.checkpoints import rollback
+    from schemas.errors import RegistryError
 
     store = _store(registry_file)
-    down, up = rollback(store.read(), model, datetime.now(timezone.utc),
-                        actor or getpass.getuser(), reason)
-    store.publish([down, up])
-    typer.echo(f"rolled back {down.checkpoint_id}; production is {up.checkpoint_id} again")
+    registry = store.read()
+    if checkpoint_id is None:
+        current = registry.production(model)
+        if current is None:
+            raise RegistryError("nothing to roll back: no checkpoint is production"
+                                + (f" for model {model!r}" if model else ""))
+        checkpoint_id = current.checkpoint_id
+    events = rollback(registry, checkpoint_id, datetime.now(UTC),
+                      actor or getpass.getuser(), reason)
+    store.publish(events)
+    restored = events[1].checkpoint_id if len(events) > 1 else None
+    typer.echo(f"rolled back {checkpoint_id}" + (
+        f"; production is {restored} again" if restored else
+        "; no earlier production checkpoint: the base model serves" if
+        events[0].evidence["previous_status"] == "production" else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -42,6 +42,9 @@ class TrainConfig:
     micro_batch_size: int = 8
     max_seq_len: int = 4096
     reward_spec_version: str | None = None  # train only on this spec's records (None: any)
+    # Train only on these organisations' records (None: every organisation's); a checkpoint
+    # records the organisations it was trained on in its lineage.
+    orgs: tuple[str, ...] | None = None
     dedupe_window: int = 100_000  # record keys remembered to drop redelivered duplicates
     # Cycle: a candidate after steps_per_cycle updates, or after cycle_period_s of updates.
     steps_per_cycle: int | None = None
@@ -55,6 +58,9 @@ class TrainConfig:
     gate_confidence: float = 0.95
     gate_resamples: int = 2000
     gate_seed: int = 0
+    # A candidate that passes the gate becomes production (False), or serves the canary arm
+    # until an A/B concludes it (True: ``schemas.checkpoints.conclude_canary``).
+    canary: bool = False
     group_id: str = "rewardstream-trainer"
 
     @property
@@ -104,11 +110,14 @@ def load_config(path: Path | None, **overrides: Any) -> TrainConfig:
         raise TrainerConfigError(f"unknown trainer setting(s) {unknown}; known: {sorted(known)}")
     for name in ("model_dir", "out_dir"):
         if name not in data:
-            raise TrainerConfigError(f"{name} is required (in the config file or as --{name.replace('_', '-')})")
+            option = name.replace("_", "-")
+            raise TrainerConfigError(
+                f"{name} is required (in the config file or as --{option})")
     for name in ("model_dir", "out_dir", "ref_dir", "eval_demos"):
         if data.get(name) is not None:
             data[name] = Path(data[name])
-    if "adam_betas" in data:
-        data["adam_betas"] = tuple(data["adam_betas"])
+    for name in ("adam_betas", "orgs"):
+        if data.get(name) is not None:
+            data[name] = tuple(data[name])
     return replace(TrainConfig(model_dir=data["model_dir"], out_dir=data["out_dir"]),
                    **data).validate()

@@ -1,5 +1,7 @@
 """One training cycle, as a Python API: new reward records -> update(s) -> candidate -> gate ->
-promotion or rejection, every step an event in the registry.
+promotion or rejection, every step an event in the registry. With ``canary`` set, a candidate
+that passes the gate serves the canary arm instead, and ``conclude_canary`` promotes or rejects
+it on its A/B.
 
 ``TrainingCycle.run(records)`` does a whole cycle in-process (the closed-loop demo calls it);
 the ``rewardstream train`` loop drives the same object batch by batch from Kafka. Each cycle
@@ -13,30 +15,44 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
-from schemas.checkpoints import CheckpointEvent
+from schemas.checkpoints import (
+    CheckpointEvent,
+    Registry,
+    conclude_canary,
+    enter_canary,
+    promotion,
+    rejection,
+)
+from schemas.dedupe import DedupeWindow
 from schemas.evals import EvalSuite
 from schemas.ids import uuid7
 from trainer.actor import load_actor
 from trainer.advantages import EmaBaseline
-from trainer.checkpoint_io import latest_checkpoint, load_trainer_state, read_meta, write_checkpoint
+from trainer.checkpoint_io import (
+    CheckpointMeta,
+    TrainerState,
+    latest_checkpoint,
+    load_trainer_state,
+    read_meta,
+    write_checkpoint,
+)
 from trainer.config import TrainConfig
 from trainer.distributed import DistContext
 from trainer.evalsuite import build_suite
 from trainer.gate import Gate
-from trainer.prepare import ConsumedRecord, DedupeWindow, prepare_batch
-from trainer.registry import Registry, promotion, rejection
+from trainer.prepare import ConsumedRecord, prepare_batch
 from trainer.registry_io import RegistryStore
 from trainer.update import PolicyUpdater, UpdateStats, make_optimizer
 
 __all__ = ["CycleResult", "TrainingCycle"]
 
-Decision = Literal["promoted", "rejected"]
+Decision = Literal["promoted", "rejected", "canary"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,7 @@ class _CycleLog:
     counts: Counter[str] = field(default_factory=Counter)
     steps: list[dict[str, Any]] = field(default_factory=list)
     spec_versions: set[str] = field(default_factory=set)
+    orgs: set[str] = field(default_factory=set)
 
     def consumed(self, record: ConsumedRecord) -> None:
         if record.offset is None:
@@ -66,7 +83,7 @@ class _CycleLog:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class TrainingCycle:
@@ -80,7 +97,7 @@ class TrainingCycle:
                          config.gate_margin, config.gate_confidence, config.gate_resamples,
                          config.gate_seed)
         self.baseline = EmaBaseline(config.ema_decay)
-        self.dedupe = DedupeWindow(config.dedupe_window)
+        self.dedupe: DedupeWindow[str] = DedupeWindow(config.dedupe_window)
         self.positions: dict[str, int] = {}
         self.global_step = 0
         self.latest_id: str | None = None
@@ -99,12 +116,12 @@ class TrainingCycle:
         if latest is None:
             return
         meta = read_meta(latest)
-        state = meta["trainer_state"]
-        self.baseline = EmaBaseline.from_dict(state["ema"])
-        self.dedupe = DedupeWindow(self.config.dedupe_window, state["dedupe_keys"])
-        self.positions = dict(meta["positions"])
-        self.global_step = int(state["global_step"])
-        self.latest_id = meta["checkpoint_id"]
+        state = meta.trainer_state
+        self.baseline = EmaBaseline.from_dict(state.ema)
+        self.dedupe = DedupeWindow(self.config.dedupe_window, keys=state.dedupe_keys)
+        self.positions = dict(meta.positions)
+        self.global_step = state.global_step
+        self.latest_id = meta.checkpoint_id
         load_trainer_state(latest, None, restore_rng=True)
 
     def start(self) -> list[CycleResult]:
@@ -125,7 +142,7 @@ class TrainingCycle:
         meta = read_meta(directory)
         if event is None:
             self.store.publish([self._created_event(registry, meta, directory)])
-        return [self._decide(self.latest_id, directory, meta["stats"])]
+        return [self._decide(self.latest_id, directory, meta.stats)]
 
     def _base_event(self, registry: Registry) -> CheckpointEvent:
         return CheckpointEvent(
@@ -139,13 +156,15 @@ class TrainingCycle:
     def begin(self) -> None:
         """Load production (weights and optimizer moments) as this cycle's actor."""
         registry = self.dist.broadcast(self.store.read() if self.dist.is_main else None)
+        assert registry is not None  # rank 0's, on every rank
         base = registry.production(self.config.model)
         if base is None:
             raise RuntimeError("no production checkpoint: call start() first")
         start_dir = Path(base.path)
         is_trainer_ckpt = (start_dir / "trainer_state.safetensors").exists()
         with torch.random.fork_rng(devices=[]):
-            actor = load_actor(self.config, start_dir if is_trainer_ckpt else None, self.dist.device)
+            actor = load_actor(self.config, start_dir if is_trainer_ckpt else None,
+                               self.dist.device)
         optimizer = make_optimizer(actor.trainable(), self.config)
         if is_trainer_ckpt:
             load_trainer_state(start_dir, optimizer, restore_rng=False)
@@ -173,20 +192,25 @@ class TrainingCycle:
                 self._log.counts["records_duplicate"] += 1
         registry = self._registry
         prepared = prepare_batch(
-            fresh, self.baseline, current_generation=registry.generation(self._base.checkpoint_id) or 0,
+            fresh, self.baseline,
+            current_generation=registry.generation(self._base.checkpoint_id) or 0,
             generation_of=registry.generation, max_staleness=self.config.max_staleness,
-            max_seq_len=self.config.max_seq_len, spec_version=self.config.reward_spec_version,
+            max_seq_len=self.config.max_seq_len, vocab_size=self._updater.actor.vocab_size,
+            spec_version=self.config.reward_spec_version,
             whiten=self.config.whiten,
+            orgs=frozenset(self.config.orgs) if self.config.orgs is not None else None,
         )
         self._log.counts.update(prepared.counts)
         self._log.spec_versions |= prepared.spec_versions
+        self._log.orgs |= prepared.orgs
         if not prepared.samples:
             return None
         stats = self._updater.step(prepared.samples)
         self.global_step += 1
         lags = prepared.lags
         self._log.steps.append({**asdict(stats), "step": self.global_step,
-                                "mean_reward": prepared.reward_sum / prepared.counts["records_trained"],
+                                "mean_reward":
+                                    prepared.reward_sum / prepared.counts["records_trained"],
                                 "max_lag": max(lags), "mean_lag": sum(lags) / len(lags)})
         return stats
 
@@ -200,12 +224,13 @@ class TrainingCycle:
         checkpoint_id = f"{self.config.model}-{uuid7()}"
         meta = self._meta(checkpoint_id)
         actor, optimizer = self._updater.actor, self._updater.optimizer
-        directory = write_checkpoint(self.config.out_dir, checkpoint_id, actor.save, optimizer, meta)
+        directory = write_checkpoint(self.config.out_dir, checkpoint_id, actor.save, optimizer,
+                                     meta)
         self.latest_id = checkpoint_id
         on_durable(dict(self.positions))
         registry = self.store.read()
         self.store.publish([self._created_event(registry, meta, directory)])
-        return self._decide(checkpoint_id, directory, meta["stats"])
+        return self._decide(checkpoint_id, directory, meta.stats)
 
     def run(self, records: Sequence[ConsumedRecord]) -> CycleResult | None:
         """A whole cycle in-process: updates of ``batch_records`` records each, then the gate."""
@@ -217,29 +242,32 @@ class TrainingCycle:
         return self.finish()
 
     # -- metadata and decisions -------------------------------------------------------------------
-    def _meta(self, checkpoint_id: str) -> dict[str, Any]:
+    def _meta(self, checkpoint_id: str) -> CheckpointMeta:
         assert self._base is not None
         log = self._log
-        return {
-            "checkpoint_id": checkpoint_id, "parent_id": self._base.checkpoint_id,
-            "model": self.config.model, "adapter": self.config.lora,
-            "base_path": str(self.config.model_dir.resolve()) if self.config.lora else None,
-            "offsets": dict(log.ranges), "positions": dict(self.positions),
-            "reward_spec_version": ",".join(sorted(log.spec_versions)) or None,
-            "hyperparams": self.config.hyperparams(),
-            "stats": {"counts": dict(log.counts), "steps": log.steps},
-            "trainer_state": {"global_step": self.global_step, "ema": self.baseline.to_dict(),
-                              "dedupe_keys": self.dedupe.keys()},
-        }
+        return CheckpointMeta(
+            checkpoint_id=checkpoint_id, parent_id=self._base.checkpoint_id,
+            model=self.config.model, adapter=self.config.lora,
+            base_path=str(self.config.model_dir.resolve()) if self.config.lora else None,
+            offsets=dict(log.ranges), positions=dict(self.positions),
+            reward_spec_version=",".join(sorted(log.spec_versions)) or None,
+            orgs=sorted(log.orgs),
+            hyperparams=self.config.hyperparams(),
+            stats={"counts": dict(log.counts), "steps": log.steps},
+            trainer_state=TrainerState(global_step=self.global_step,
+                                       ema=self.baseline.to_dict(),
+                                       dedupe_keys=self.dedupe.keys()),
+        )
 
-    def _created_event(self, registry: Registry, meta: dict[str, Any], directory: Path) -> CheckpointEvent:
+    def _created_event(self, registry: Registry, meta: CheckpointMeta,
+                       directory: Path) -> CheckpointEvent:
         return CheckpointEvent(
             event_id=str(uuid7()), sequence=registry.next_sequence, occurred_at=self.clock(),
-            kind="created", status="candidate", checkpoint_id=meta["checkpoint_id"],
-            model=meta["model"], parent_id=meta["parent_id"], path=str(directory.resolve()),
-            adapter=meta["adapter"], base_path=meta["base_path"],
-            reward_spec_version=meta["reward_spec_version"], offsets=meta["offsets"],
-            hyperparams=meta["hyperparams"], stats=meta["stats"],
+            kind="created", status="candidate", checkpoint_id=meta.checkpoint_id,
+            model=meta.model, parent_id=meta.parent_id, path=str(directory.resolve()),
+            adapter=meta.adapter, base_path=meta.base_path,
+            reward_spec_version=meta.reward_spec_version, offsets=meta.offsets, orgs=meta.orgs,
+            hyperparams=meta.hyperparams, stats=meta.stats,
         )
 
     def gate_checkpoint(self, checkpoint_id: str) -> CycleResult:
@@ -255,8 +283,18 @@ class TrainingCycle:
             outcome = self.gate.judge((checkpoint_id, directory),
                                       (incumbent.checkpoint_id, Path(incumbent.path)))
         evidence = outcome.evidence(checkpoint_id, incumbent.checkpoint_id, self.gate.seed)
-        decide = promotion if outcome.verdict.passed else rejection
-        event = decide(registry, checkpoint_id, self.clock(), "gate", evidence)
-        self.store.publish([event])
-        decision: Decision = "promoted" if outcome.verdict.passed else "rejected"
+        decision: Decision = "rejected"
+        if outcome.verdict.passed:
+            decision = "canary" if self.config.canary else "promoted"
+        decide = {"promoted": promotion, "rejected": rejection, "canary": enter_canary}[decision]
+        self.store.publish([decide(registry, checkpoint_id, self.clock(), "gate", evidence)])
         return CycleResult(checkpoint_id, decision, directory, evidence, stats)
+
+    def conclude_canary(self, checkpoint_id: str, ab: dict[str, Any]) -> CycleResult:
+        """Promote the canary when its A/B passed (its gate did, to become one), else reject it;
+        ``ab`` is the A/B's evidence, recorded with the gate's on the deciding event."""
+        event = conclude_canary(self.store.read(), checkpoint_id, self.clock(), "canary", ab)
+        self.store.publish([event])
+        decision: Decision = "promoted" if event.status == "production" else "rejected"
+        return CycleResult(checkpoint_id, decision, Path(event.path), event.evidence,
+                           event.stats)

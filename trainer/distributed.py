@@ -50,7 +50,7 @@ class DistContext:
         flat = torch.cat([g.reshape(-1) for g in grads])  # (sum of numels,)
         torch.distributed.all_reduce(flat)
         offset = 0
-        for p, g in zip(params, grads):
+        for p, g in zip(params, grads, strict=False):
             p.grad = flat[offset : offset + g.numel()].view_as(g).clone()
             offset += g.numel()
 

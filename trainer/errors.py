@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.errors import RewardstreamError
 
-__all__ = ["CheckpointError", "RegistryError", "TrainerConfigError"]
+__all__ = ["CheckpointError", "TrainerConfigError"]
 
 
 class TrainerConfigError(RewardstreamError):
@@ -13,7 +13,3 @@ class TrainerConfigError(RewardstreamError):
 
 class CheckpointError(RewardstreamError):
     """A checkpoint directory is missing, incomplete or does not match the trainer's model."""
-
-
-class RegistryError(RewardstreamError):
-    """A registry command names an unknown checkpoint or an impossible transition."""

@@ -24,7 +24,8 @@ __all__ = ["DEFAULT_DEMONSTRATIONS", "LikelihoodSuite", "build_suite"]
 DEFAULT_DEMONSTRATIONS: dict[str, list[str]] = {
     "edit": [
         '<tool>edit_file {"path": "src/app.py", "search": "a - b", "replace": "a + b"}</tool>',
-        '<tool>edit_file {"path": "src/util.py", "search": "return x", "replace": "return y"}</tool>',
+        '<tool>edit_file {"path": "src/util.py", "search": "return x", '
+        '"replace": "return y"}</tool>',
         "def add(a, b):\n    return a + b\n",
         "def sub(a, b):\n    return a - b\n",
     ],
@@ -51,7 +52,7 @@ class LikelihoodSuite:
         """Deterministic: every demonstration is scored; ``seed`` has no draws to make."""
         from transformers.utils import logging
 
-        from trainer.modeling import load_policy
+        from infra.models import load_policy
 
         logging.disable_progress_bar()
         model, tokenizer = load_policy(checkpoint_dir)
@@ -77,6 +78,7 @@ def build_suite(spec: str, demos: Path | None) -> EvalSuite:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise TrainerConfigError(
-            f"eval_suite={spec!r} cannot be imported ({exc}); use 'builtin' or 'package.module:factory'"
+            f"eval_suite={spec!r} cannot be imported ({exc}); "
+            "use 'builtin' or 'package.module:factory'"
         ) from None
     return factory()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from schemas.evals import EvalSuite, TaskResult
 from trainer.bootstrap import GateVerdict, non_inferiority, pair_results
 
-__all__ = ["Gate", "GateOutcome"]
+__all__ = ["Gate", "GateOutcome", "describe_gate", "failed_families"]
 
 
 @dataclass(frozen=True)
@@ -49,3 +50,33 @@ class Gate:
         verdict = non_inferiority(pairs, self.margin, self.confidence, self.resamples, self.seed)
         return GateOutcome(verdict, sum(r.score for r in cand) / len(cand),
                            sum(r.score for r in inc) / len(inc))
+
+
+def _family_line(family: Mapping[str, Any]) -> str:
+    name = "all families" if family["family"] == "*" else family["family"]
+    return (f"{name} {family['mean_diff']:+.3f} "
+            f"[{family['lower']:+.3f}, {family['upper']:+.3f}]")
+
+
+def _failed(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    failed = [f for f in evidence.get("families", []) if not f["passed"]]
+    overall = evidence.get("overall", {})
+    if overall and not overall.get("passed", True):
+        failed.append(overall)
+    return failed
+
+
+def failed_families(evidence: Mapping[str, Any]) -> list[str]:
+    """The families a gate failed on ("all families" for the overall check)."""
+    return ["all families" if f["family"] == "*" else f["family"] for f in _failed(evidence)]
+
+
+def describe_gate(evidence: Mapping[str, Any]) -> str:
+    """One line from a gate's evidence: a pass with its overall change and interval, or each
+    family that failed with its change, interval and the margin its lower bound fell below."""
+    margin = evidence.get("margin")
+    if evidence.get("passed"):
+        return (f"gate pass: {_family_line(evidence.get('overall', {}))}; every family's lower "
+                f"bound above -{margin:g}")
+    detail = "; ".join(map(_family_line, _failed(evidence))) or "no family recorded"
+    return f"gate fail: {detail}: lower bound at or below the margin -{margin:g}"

@@ -1,21 +1,26 @@
 """Where registry events live: the compacted ``checkpoints`` topic, or a JSONL file offline.
 
-Both stores answer the same two calls; the registry itself is always ``registry.fold`` of what
-``read`` returns, so it can be rebuilt from the log at any time.
+Both stores answer the same two calls (one contract test runs against both); the registry
+itself is always the fold (``schemas.checkpoints``) of the events, so it can be rebuilt from
+the log at any time.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from schemas.checkpoints import CheckpointEvent
-from trainer.registry import Registry, fold
+from infra.kafka_io import TopicReader, make_producer, send
+from infra.quarantine import QuarantineSink
+from infra.settings import Settings
+from schemas.checkpoints import CheckpointEvent, Registry, fold
+from schemas.quarantine import UnusableRecord, decode_record
 
-__all__ = ["JsonlRegistryStore", "KafkaRegistryStore", "RegistryStore"]
+__all__ = ["CONSUMER_NAME", "JsonlRegistryStore", "KafkaRegistryStore", "RegistryStore"]
+
+CONSUMER_NAME = "trainer-registry"  # how quarantined records name this consumer
 
 
 class RegistryStore(Protocol):
@@ -46,43 +51,32 @@ class JsonlRegistryStore:
 
 
 class KafkaRegistryStore:
-    """Reads the whole ``checkpoints`` topic to its end; publishes with acks=all, keyed by id."""
+    """Reads the whole ``checkpoints`` topic to its end; publishes with acks=all, keyed by id.
+    A record that is not a registry event is quarantined and left out of the fold."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topic
-        self.timeout_s = timeout_s
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
 
     def read(self) -> Registry:
-        from kafka import KafkaConsumer, TopicPartition
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False)
-        try:
-            partitions = [TopicPartition(self.topic, p)
-                          for p in sorted(consumer.partitions_for_topic(self.topic) or ())]
-            consumer.assign(partitions)
-            consumer.seek_to_beginning(*partitions)
-            end = consumer.end_offsets(partitions)
-            events: list[CheckpointEvent] = []
-            deadline = time.monotonic() + self.timeout_s
-            while any(consumer.position(tp) < end[tp] for tp in partitions):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {self.topic} took over {self.timeout_s} s")
-                for records in consumer.poll(timeout_ms=200).values():
-                    events.extend(CheckpointEvent.model_validate_json(r.value) for r in records
-                                  if r.value is not None)
-            return fold(events)
-        finally:
-            consumer.close()
+        registry = Registry()
+        quarantine: QuarantineSink | None = None
+        with TopicReader(self.settings, ["checkpoints"], client_id=CONSUMER_NAME) as reader:
+            for record in reader.until_end():
+                try:
+                    registry.add(decode_record(CheckpointEvent, record.value))
+                except UnusableRecord as exc:
+                    quarantine = quarantine or QuarantineSink(self.settings, CONSUMER_NAME)
+                    quarantine.put(record.topic, record.partition, record.offset,
+                                   record.value, str(exc))
+        if quarantine is not None:
+            quarantine.close()
+        return registry
 
     def publish(self, events: Sequence[CheckpointEvent]) -> None:
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all")
+        producer = make_producer(self.settings, CONSUMER_NAME)
         try:
             for event in events:
-                producer.send(self.topic, key=event.checkpoint_id.encode(),
-                              value=event.model_dump_json().encode())
-            producer.flush()
+                send(producer, self.settings, "checkpoints", event.checkpoint_id.encode(),
+                     event.model_dump_json().encode())
         finally:
             producer.close()

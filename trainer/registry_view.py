@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer.registry import Registry
+from schemas.checkpoints import Registry
+from trainer.gate import describe_gate
 
 __all__ = ["event_rows", "render_rows"]
 
@@ -13,12 +14,9 @@ _COLUMNS = ("seq", "checkpoint", "status", "kind", "aliases", "parent", "actor",
 
 def _summary(evidence: dict[str, Any]) -> str:
     if "passed" in evidence:
-        failed = [f["family"] for f in evidence.get("families", []) if not f["passed"]]
-        overall = evidence.get("overall", {})
-        verdict = "pass" if evidence["passed"] else f"fail {','.join(failed) or '*'}"
-        return (f"gate {verdict}: mean diff {overall.get('mean_diff', 0):+.4f} "
-                f"[{overall.get('lower', 0):+.4f}, {overall.get('upper', 0):+.4f}] "
-                f"margin {evidence.get('margin')}")
+        ab = evidence.get("ab")
+        tail = f"; A/B {'pass' if ab.get('passed') else 'fail'}: {ab.get('reason')}" if ab else ""
+        return describe_gate(evidence) + tail
     return "; ".join(f"{k}={v}" for k, v in evidence.items())
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infra.settings import Settings
 from trainer.config import TrainConfig
 from trainer.cycle import CycleResult, TrainingCycle
 from trainer.distributed import init_distributed
@@ -37,22 +38,22 @@ class _CycleClock:
         return steps >= 1 and time.monotonic() - self.started_s >= self.config.cycle_period_s
 
 
-def run_training(config: TrainConfig, *, bootstrap_servers: str, rewards_topic: str,
-                 checkpoints_topic: str, records_file: Path | None = None,
+def run_training(config: TrainConfig, *, settings: Settings, records_file: Path | None = None,
                  registry_file: Path | None = None, continuous: bool = False,
                  max_cycles: int | None = None,
                  emit: Callable[[dict[str, Any]], None] = _emit) -> list[CycleResult]:
     dist = init_distributed()
     store: RegistryStore = (JsonlRegistryStore(registry_file) if registry_file is not None
-                            else KafkaRegistryStore(bootstrap_servers, checkpoints_topic))
+                            else KafkaRegistryStore(settings))
     trainer = TrainingCycle(config, store, dist=dist)
     results = trainer.start()
     for result in results:
-        emit({"event": "recovered", "checkpoint": result.checkpoint_id, "decision": result.decision})
+        emit({"event": "recovered", "checkpoint": result.checkpoint_id,
+              "decision": result.decision})
     source: FileSource | KafkaSource | None = None
     if dist.is_main:
         source = (FileSource(records_file, trainer.positions) if records_file is not None
-                  else KafkaSource(bootstrap_servers, rewards_topic, config.group_id, trainer.positions))
+                  else KafkaSource(settings, config.group_id, trainer.positions))
     timeout_s = None if config.deterministic else config.batch_timeout_s
     try:
         while max_cycles is None or len(results) < max_cycles:
@@ -65,7 +66,9 @@ def run_training(config: TrainConfig, *, bootstrap_servers: str, rewards_topic: 
                     batch = [] if done else source.next_batch(config.batch_records, timeout_s,
                                                               clock.done)
                     payload = (done, batch, isinstance(source, FileSource) and source.exhausted())
-                done, batch, exhausted = dist.broadcast(payload)
+                decided = dist.broadcast(payload)
+                assert decided is not None  # rank 0 always decides
+                done, batch, exhausted = decided
                 if done or (exhausted and not batch):
                     break
                 if batch and (stats := trainer.update(batch)) is not None and dist.is_main:
@@ -73,9 +76,12 @@ def run_training(config: TrainConfig, *, bootstrap_servers: str, rewards_topic: 
                           "loss": stats.loss, "tokens": stats.tokens})
             if trainer.steps_this_cycle == 0:
                 break  # the records file ran out before this cycle trained anything
-            result = trainer.finish(on_durable=source.commit if source is not None else lambda _: None)
-            results.append(dist.broadcast(result))
-            if result is not None:
+            finished = dist.broadcast(trainer.finish(
+                on_durable=source.commit if source is not None else lambda _: None))
+            assert finished is not None  # rank 0's, on every rank
+            result = finished
+            results.append(result)
+            if dist.is_main:
                 emit({"event": "cycle", "checkpoint": result.checkpoint_id,
                       "decision": result.decision, "passed": result.evidence.get("passed")})
             if not continuous or exhausted:

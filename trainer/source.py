@@ -12,33 +12,52 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from infra.settings import Settings
+from schemas.quarantine import UnusableRecord, decode_record
 from schemas.rewards import RewardRecord, reward_record_key
-from trainer.prepare import ConsumedRecord
+from schemas.topics import topic_name
+from trainer.prepare import ConsumedRecord, refusal
 
-__all__ = ["FileSource", "KafkaSource", "parse_record"]
+__all__ = ["CONSUMER_NAME", "FileSource", "KafkaSource", "parse_record"]
+
+CONSUMER_NAME = "trainer"  # how quarantined records name this consumer
 
 
 def parse_record(key: bytes | None, value: bytes | None, topic: str, partition: int,
-                 offset: int) -> ConsumedRecord:
-    """A consumed record; a value that is not a RewardRecord keeps its place with record None."""
+                 offset: int,
+                 quarantine: Callable[[str, int, int, bytes | None, str], object] | None = None,
+                 ) -> ConsumedRecord:
+    """A consumed record; a value that is not a RewardRecord, or one the trainer must refuse (a
+    completion the gateway did not serve), keeps its place with record None (and is
+    quarantined, when a quarantine is given)."""
     try:
-        record = RewardRecord.model_validate_json(value or b"")
-    except ValidationError:
-        return ConsumedRecord((key or b"").decode(), None, topic, partition, offset)
-    name = key.decode() if key else reward_record_key(record.trajectory_id, record.spec_version).decode()
+        record = decode_record(RewardRecord, value)
+    except UnusableRecord as exc:
+        if quarantine is not None:
+            quarantine(topic, partition, offset, value, str(exc))
+        return ConsumedRecord((key or b"").decode(errors="replace"), None, topic, partition,
+                              offset)
+    name = (key.decode(errors="replace") if key
+            else reward_record_key(record.org_id, record.trajectory_id,
+                                   record.spec_version).decode())
+    problem = refusal(record)
+    if problem is not None:
+        if quarantine is not None:
+            quarantine(topic, partition, offset, value, problem)
+        return ConsumedRecord(name, None, topic, partition, offset, refused=problem)
     return ConsumedRecord(name, record, topic, partition, offset)
 
 
 class KafkaSource:
-    def __init__(self, bootstrap_servers: str, topic: str, group_id: str,
-                 positions: dict[str, int]) -> None:
-        from kafka import KafkaConsumer, TopicPartition
+    def __init__(self, settings: Settings, group_id: str, positions: dict[str, int]) -> None:
+        from kafka import TopicPartition
 
-        self.topic = topic
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group_id,
-                                       enable_auto_commit=False, auto_offset_reset="earliest")
+        from infra.kafka_io import make_consumer
+        from infra.quarantine import QuarantineSink
+
+        self.topic = topic = topic_name(settings.topic_prefix, "rewards")
+        self._quarantine = QuarantineSink(settings, CONSUMER_NAME)
+        self._consumer = make_consumer(settings, CONSUMER_NAME, group_id)
         self._partitions = [TopicPartition(topic, p)
                             for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
         self._consumer.assign(self._partitions)
@@ -52,12 +71,13 @@ class KafkaSource:
         batch: list[ConsumedRecord] = []
         first_at: float | None = None
         while len(batch) < count and not stop():
-            if first_at is not None and timeout_s is not None and time.monotonic() - first_at >= timeout_s:
+            waited_s = time.monotonic() - first_at if first_at is not None else 0.0
+            if timeout_s is not None and first_at is not None and waited_s >= timeout_s:
                 break
             polled = self._consumer.poll(timeout_ms=200, max_records=count - len(batch))
             for tp in sorted(polled, key=lambda t: t.partition):
-                batch.extend(parse_record(r.key, r.value, r.topic, r.partition, r.offset)
-                             for r in polled[tp])
+                batch.extend(parse_record(r.key, r.value, r.topic, r.partition, r.offset,
+                                          self._quarantine.put) for r in polled[tp])
             if batch and first_at is None:
                 first_at = time.monotonic()
         return batch
@@ -74,6 +94,7 @@ class KafkaSource:
 
     def close(self) -> None:
         self._consumer.close()
+        self._quarantine.close()
 
 
 class FileSource:

@@ -8,18 +8,20 @@ policy trained on them should come to prefer the demonstrations.
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import Any
 
+from schemas.events import GATEWAY_PRODUCER
 from schemas.rewards import RewardRecord, Sample
 from trainer.evalsuite import DEFAULT_DEMONSTRATIONS
 
 __all__ = ["synthetic_records"]
 
 _PROMPT = "Fix the failing test in src/app.py."
-_AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def synthetic_records(tokenizer, count: int, checkpoint_id: str = "base", seed: int = 0,
+def synthetic_records(tokenizer: Any, count: int, checkpoint_id: str = "base", seed: int = 0,
                       first_index: int = 0, good_fraction: float = 0.5) -> list[RewardRecord]:
     rng = random.Random(seed)
     prompt = [tokenizer.bos_token_id, *tokenizer(_PROMPT).input_ids]
@@ -34,6 +36,7 @@ def synthetic_records(tokenizer, count: int, checkpoint_id: str = "base", seed: 
             completion = completion[::-1]
         behaviour = [-1.0 - 0.25 * ((index + k) % 5) for k in range(len(completion))]
         sample = Sample(completion_id=f"syn-{index}-c0", checkpoint_id=checkpoint_id,
+                        producer=GATEWAY_PRODUCER,
                         prompt_token_ids=prompt, completion_token_ids=completion,
                         behaviour_logprobs=behaviour)
         reward = 1.0 if good else 0.0

@@ -1,4 +1,5 @@
-"""The demo's settings: cycles, traffic, RL hyper-parameters, ports, and the demo thresholds."""
+"""The demo's settings: cycles, traffic, RL hyper-parameters, the gate and the canary, ports,
+and the demo thresholds."""
 
 from __future__ import annotations
 
@@ -15,15 +16,19 @@ HACKS = ("clarify", "broken-calls")
 # The monitors' defaults want ~300 baseline trajectories per checkpoint and windows of a minute;
 # a demo checkpoint serves one or a few cycles of traffic in well under that, so the demo runs
 # them with smaller windows and samples. These are demo thresholds: at this size the detectors
-# see only large shifts and false alarms are far likelier than with the defaults (false alarms
-# at most one per e**threshold windows per key and test).
+# see only large shifts. h = 4 bounds a test's false alarms to one per e**4 ≈ 55 windows per key
+# and test; the baseline is taken 2 standard errors towards "no alarm" (a 15-trajectory
+# baseline is itself uncertain, and at an edit rate of 0.99 a few unedited trajectories would
+# otherwise look like a collapse); a critical alert also waits until its own 95% interval
+# excludes no change (streams.monitors.detectors). The hacks' shifts clear all three within a
+# window or two.
 DEMO_MONITOR_THRESHOLDS = {
     "window_s": 10,
     "grace_s": 2,
-    "threshold": 2.5,
+    "threshold": 4.0,
     "min_baseline_n": 15.0,
-    "min_current_n": 8.0,
-    "baseline_z": 0.0,
+    "min_current_n": 15.0,
+    "baseline_z": 2.0,
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }
@@ -57,6 +62,16 @@ class DemoConfig:
     # so the margin is 0.3: wide, but a collapse (a family losing a third of its solves) fails.
     eval_per_family: int = 24
     gate_margin: float = 0.3
+    # Canary: a candidate that passes the gate serves this share of the next cycle's users
+    # (sticky by user) beside production, and is promoted only if that A/B passes
+    # (streams.monitors.abrule): no sample-ratio mismatch, a reward difference whose 95% lower
+    # bound is above −ab_margin, no guardrail significantly worse. Half the users, because at
+    # 160 trajectories a cycle a smaller arm could rule out only losses larger than any seen;
+    # at 80 per arm the reward difference's interval spans about ±0.45 (a trajectory's reward
+    # has a standard deviation of about 1.4), so a candidate as good as production clears a
+    # margin of 0.75 nine times in ten, and one that lost 0.75 is stopped 39 times in 40.
+    canary_share: float = 0.5
+    ab_margin: float = 0.75
     seed: int = 0
     # Ports of the services (loopback).
     ingest_port: int = 18400

@@ -1,26 +1,36 @@
-"""One demo cycle: traffic on the production checkpoint → reward records → the trainer's cycle
-API (update, candidate, gate) → on promotion, wait until the gateway serves the new adapter."""
+"""One demo cycle: traffic on production (and on the canary arm, when a candidate waits for its
+A/B) → reward records → the canary's A/B decides its promotion → the trainer's cycle API
+(update, candidate, gate) → a passing candidate serves the canary arm of the next cycle."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-import httpx
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from harness.demo.canary import judge_canary
 from harness.demo.config import DemoConfig
+from harness.demo.deploy import wait_served
 from harness.demo.metrics import cycle_figures
-from harness.demo.report import CycleRow, components_line, cycle_line
-from harness.demo.services import ServiceError, Services
+from harness.demo.report import (
+    CanaryRow,
+    CycleRow,
+    canary_line,
+    components_line,
+    cycle_line,
+    short,
+)
+from harness.demo.services import Services
 from harness.demo.topics_io import RewardReader
 from harness.demo.traffic import Traffic
-from schemas.checkpoints import CheckpointEvent
-from schemas.ids import uuid7
+from schemas.rewards import RewardRecord
+from streams.monitors.abreport import format_report
+from trainer.gate import describe_gate, failed_families
 
-__all__ = ["CycleRunner", "deploy_hack", "production_served", "train_config"]
+__all__ = ["CycleRunner", "train_config"]
 
 
 def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
@@ -32,98 +42,106 @@ def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
         lora_alpha=2.0 * config.lora_rank, lora_targets=config.lora_targets, lr=config.lr,
         batch_records=config.batch_records,
         micro_batch_size=config.batch_records, max_staleness=1, gate_margin=config.gate_margin,
-        gate_resamples=1000, seed=config.seed,
+        gate_resamples=1000, seed=config.seed, canary=True,
     ).validate()
-
-
-def production_served(gateway_url: str) -> str | None:
-    """The checkpoint the gateway's production arm serves now."""
-    try:
-        models = httpx.get(gateway_url + "/v1/models", timeout=5.0).json()["data"]
-        arms = models[0]["arms"]
-    except (httpx.HTTPError, ValueError, KeyError, IndexError):
-        return None
-    return next((a["checkpoint_id"] for a in arms.values()), None)
-
-
-def wait_served(gateway_url: str, checkpoint_id: str, services: Services,
-                timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while production_served(gateway_url) != checkpoint_id:
-        services.check_alive()
-        if time.monotonic() > deadline:
-            raise ServiceError(f"the gateway did not switch to {checkpoint_id} within "
-                               f"{timeout_s:.0f} s; see {services.log_dir / 'gateway.log'}")
-        time.sleep(0.3)
-
-
-def deploy_hack(store, model: str, adapter_dir: Path, base_path: Path, parent_id: str,
-                hack: str) -> str:
-    """Register the variant as a checkpoint of ``parent_id`` and make it production by hand
-    (around the gate, as an operator could), so its traffic is compared against the parent's."""
-    from trainer.registry import promotion
-
-    checkpoint_id = adapter_dir.name
-    now = datetime.now(timezone.utc)
-    registry = store.read()
-    created = CheckpointEvent(
-        event_id=str(uuid7()), sequence=registry.next_sequence, occurred_at=now, kind="created",
-        status="candidate", checkpoint_id=checkpoint_id, model=model, parent_id=parent_id,
-        path=str(adapter_dir.resolve()), adapter=True,
-        base_path=str(base_path.resolve()),
-        actor="demo", evidence={"reason": f"--hack {hack}: a policy that games the reward"})
-    store.publish([created])
-    store.publish([promotion(store.read(), checkpoint_id, now, "demo",
-                             {"reason": f"--hack {hack}: deployed around the gate"})])
-    return checkpoint_id
 
 
 class CycleRunner:
     def __init__(self, config: DemoConfig, console: Console, traffic: Traffic,
-                 reader: RewardReader, training, services: Services, gateway_url: str) -> None:
+                 reader: RewardReader, training, services: Services, gateway_url: str,
+                 gateway_key: str) -> None:
         self.config = config
         self.console = console
         self.traffic = traffic
         self.reader = reader
-        self.training = training  # trainer.cycle.TrainingCycle
+        self.training = training  # trainer.cycle.TrainingCycle, with canary=True
         self.services = services
         self.gateway_url = gateway_url
+        self.gateway_key = gateway_key
+        self.cycle = 0  # the cycle in progress
+        self.records: dict[str, list[RewardRecord]] = {}  # every cycle's, per checkpoint
 
     def _progress(self) -> Progress:
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=self.console, transient=True)
 
-    def run(self, cycle: int) -> CycleRow:
+    def _wait(self, wanted: dict[str, str]) -> None:
+        wait_served(self.gateway_url, self.gateway_key, wanted, self.services)
+
+    def _traffic(self, cycle: int) -> list:  # -> list[ConsumedRecord]
         config = self.config
-        served_by = production_served(self.gateway_url) or "?"
-        started = time.monotonic()
         with self._progress() as progress:
             bar = progress.add_task(f"cycle {cycle}: trajectories", total=config.trajectories)
             cohort = config.seed * 1000 + cycle if config.fresh_cohorts else config.seed
-            wanted = set(self.traffic.run(config.trajectories, cohort,
+            wanted = set(self.traffic.run(config.trajectories, cohort, f"c{cycle}",
                                           lambda _id: progress.advance(bar)))
             self.traffic.flush()
             rewards = progress.add_task(f"cycle {cycle}: reward records", total=len(wanted))
             consumed = self.reader.collect(wanted, config.rewards_timeout_s,
                                            lambda n: progress.update(rewards, completed=n))
-            progress.add_task(f"cycle {cycle}: update + gate ({len(consumed)} records)",
-                              total=None)
-            collected = time.monotonic()
-            result = self.training.run(consumed)
-        self.services.check_alive()
-        figures = cycle_figures([c.record for c in consumed if c.record is not None])
         if len(consumed) < len(wanted):
             self.console.print(f"[yellow]{len(wanted) - len(consumed)} of {len(wanted)} reward "
                                f"records did not arrive within {config.rewards_timeout_s:.0f} s[/]")
-        decision = result.decision if result else "none"
-        if result is not None and result.decision == "promoted":
-            wait_served(self.gateway_url, result.checkpoint_id, self.services)
+        return consumed
+
+    def _conclude(self, production: str, canary: str, records: list[RewardRecord]) -> CanaryRow:
+        """The canary's A/B on this cycle's records decides it; a promotion is waited for."""
+        report, verdict, evidence = judge_canary(records, production, canary, self.config)
+        decision = self.training.conclude_canary(canary, evidence).decision
+        if decision == "promoted":
+            self._wait({"production": canary})
+        row = CanaryRow(canary, decision, verdict.reason, report)
+        if report is not None:
+            self.console.print(format_report(report, ("production", "canary")), markup=False,
+                               highlight=False)
+        self.console.print(canary_line(row))
+        return row
+
+    def run(self, cycle: int) -> CycleRow:
+        """Cycle ``cycle``; the last one trains nothing (no traffic would be left to test its
+        candidate), it only concludes the canary its traffic served."""
+        self.cycle = cycle
+        registry = self.training.store.read()
+        model = self.training.config.model
+        production = registry.production(model).checkpoint_id
+        waiting = registry.canary(model)
+        canary = waiting.checkpoint_id if waiting is not None else None
+        self._wait({"production": production, "canary": canary or production})
+        started = time.monotonic()
+        consumed = self._traffic(cycle)
+        collected = time.monotonic()
+        records = [c.record for c in consumed if c.record is not None]
+        for record in records:
+            self.records.setdefault(record.checkpoint_id, []).append(record)
+        figures = cycle_figures(records)
+        self.services.check_alive()
+        self.console.print(cycle_line(cycle, production, canary, figures, collected - started))
+        self.console.print(components_line(figures))
+        canary_row = self._conclude(production, canary, records) if canary else None
+        result = None
+        if cycle < self.config.cycles:
+            with self._progress() as progress:
+                progress.add_task(f"cycle {cycle}: update + gate ({len(consumed)} records)",
+                                  total=None)
+                result = self.training.run(consumed)
+        if result is not None and result.decision in ("canary", "promoted"):
+            arm = "canary" if result.decision == "canary" else "production"
+            self._wait({arm: result.checkpoint_id})
         evidence = result.evidence if result else {}
-        row = CycleRow(cycle, served_by, figures, decision,
+        row = CycleRow(cycle, production, canary_row, figures,
+                       result.decision if result else "none",
                        result.checkpoint_id if result else "",
                        float(evidence.get("candidate_mean", float("nan"))),
                        float(evidence.get("incumbent_mean", float("nan"))),
+                       describe_gate(evidence) if evidence else "",
+                       tuple(failed_families(evidence)),
                        collected - started, time.monotonic() - collected)
-        self.console.print(cycle_line(row))
-        self.console.print(components_line(figures))
+        if result is not None:
+            colour = "red" if result.decision == "rejected" else "green"
+            then = "; it serves the canary arm next cycle" if result.decision == "canary" else ""
+            self.console.print(
+                f"  [{colour} bold]gate: {result.decision}[/] {short(result.checkpoint_id)} "
+                f"(held-out solve rate {row.eval_candidate:.2f} vs production "
+                f"{row.eval_incumbent:.2f}; update + gate {row.update_gate_s:.0f} s): "
+                f"{escape(row.gate_reason)}{then}")
         return row

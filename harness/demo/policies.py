@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from harness.policy.sft import POLICY_MODEL, SftConfig
 from infra.settings import cache_dir
@@ -95,10 +96,8 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
     """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
     import torch
 
-    from harness.policy.sft import encode_examples, training_tasks, demonstrations, train_sft
-    from trainer.actor import load_actor
-    from trainer.checkpoint_io import write_checkpoint
-    from trainer.update import make_optimizer
+    from harness.policy.sft import demonstrations, encode_examples, train_sft, training_tasks
+    from trainer.adapters import CheckpointMeta, fit_adapter_checkpoint
 
     base = train_config.model_dir.resolve()
     sft = replace(SftConfig(), mix=mix, steps=HACK_SFT_STEPS, learning_rate=learning_rate,
@@ -110,13 +109,14 @@ def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
     checkpoint_id = f"hack-{mix}-{key[:8]}"
     if (root / checkpoint_id / "checkpoint.json").exists():
         return root / checkpoint_id
-    actor = load_actor(train_config, None, "cpu")
     pairs = demonstrations(mix, training_tasks(None, seed), sft.demos_per_task, seed)
     pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
-    examples = encode_examples(actor.tokenizer, pairs, actor.model.config.max_position_embeddings)
-    with torch.random.fork_rng():
-        train_sft(actor.model, examples, actor.pad_id, sft, on_step)
-    meta = {"checkpoint_id": checkpoint_id, "adapter": True, "base_path": str(base),
-            "hack": mix, "sft": asdict(sft)}
-    optimizer = make_optimizer(actor.trainable(), train_config)
-    return write_checkpoint(root, checkpoint_id, actor.save, optimizer, meta)
+
+    def fit(model: Any, tokenizer: Any, pad_id: int) -> None:
+        examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)
+        with torch.random.fork_rng():
+            train_sft(model, examples, pad_id, sft, on_step)
+
+    meta = CheckpointMeta(checkpoint_id=checkpoint_id, model=train_config.model, adapter=True,
+                          base_path=str(base), provenance={"hack": mix, "sft": asdict(sft)})
+    return fit_adapter_checkpoint(train_config, root, checkpoint_id, fit, meta)

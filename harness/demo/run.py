@@ -1,9 +1,10 @@
 """``rewardstream demo``: the closed loop on one machine, end to end.
 
 Broker and topics (fresh prefix) → the warm-started policy (cached) → services → K cycles of
-simulated users through gateway and ingest, rewards from the worker, an update + gate by the
-trainer, promotion hot-loaded by the gateway → summary table and plot in the run directory.
-Every service is stopped at the end, also on Ctrl-C or failure.
+simulated users through gateway and ingest, rewards from the worker, the canary's A/B, an
+update + gate by the trainer, promotions hot-loaded by the gateway → summary table and plot in
+the run directory. Whatever it started — services, and the broker when none was running — it
+stops at the end, also on Ctrl-C (SIGINT), SIGTERM or a failure, and says so.
 """
 
 from __future__ import annotations
@@ -12,25 +13,42 @@ import secrets
 import signal
 import sys
 import time
-from dataclasses import replace
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.demo.config import DEMO_MONITOR_THRESHOLDS, DemoConfig
-from harness.demo.cycles import CycleRunner, deploy_hack, train_config, wait_served
-from harness.demo.report import CycleRow, alert_line, save_plot, save_rows, summary_table
+from harness.demo.cycles import CycleRunner, train_config
+from harness.demo.deploy import deploy_hack, wait_served
+from harness.demo.report import CycleRow, alert_line
 from harness.demo.stack import Stack, service_env, start_stack
+from harness.demo.summary import finish
 from harness.demo.topics_io import AlertFollower, RewardReader
 from harness.demo.traffic import Traffic
+from schemas.alerts import AlertEvent
+from schemas.rewards import RewardRecord
 
 __all__ = ["run_demo", "new_run_dir"]
 
 
+@dataclass
+class _Run:
+    """What a run started (to stop, newest first) and what it saw."""
+
+    closers: list[Callable[[], object]] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    rows: list[CycleRow] = field(default_factory=list)
+    fired: list[tuple[int, AlertEvent]] = field(default_factory=list)  # (cycle, event)
+    records: dict[str, list[RewardRecord]] = field(default_factory=dict)  # per checkpoint
+
+
 def new_run_dir(root: Path) -> tuple[Path, str]:
-    stamp = f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+    stamp = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
     return root / f"demo-{stamp}", f"demo-{stamp}."
 
 
@@ -68,12 +86,33 @@ def _hack_adapter(console: Console, config: DemoConfig, trainer_config) -> Path:
 
 
 def _announce(console: Console, config: DemoConfig, stack: Stack, prefix: str) -> None:
+    from streams.monitors.abrule import AbRule
+
     console.print(f"[bold]console[/] {stack.console_url}  staff key: [bold]{stack.staff_key}[/] "
-                  "(paste it at the console's prompt)")
+                  "(paste it at the console's sign-in)")
     console.print(f"[bold]topics[/] prefix {prefix!r}; service logs in {config.log_dir}/")
     thresholds = ", ".join(f"{k}={v}" for k, v in DEMO_MONITOR_THRESHOLDS.items())
     console.print(f"[bold]monitors[/] demo thresholds (sized for a demo's short, "
                   f"small checkpoints, not production's defaults): {thresholds}")
+    console.print(f"[bold]promotion[/] needs the offline gate (held-out tasks, every family's "
+                  f"95% lower bound above -{config.gate_margin:g}) AND a non-inferior A/B on "
+                  f"the canary arm ({config.canary_share:.0%} of the next cycle's users, sticky "
+                  f"by user): {AbRule(margin=config.ab_margin).describe()}")
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """Cleanup runs to its end: a second Ctrl-C must not leave a service or the broker behind."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) -> list[CycleRow]:
@@ -82,93 +121,100 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
 
     from infra import broker
     from infra.settings import load_settings
-    from infra.topics import create_topics
-    from trainer.cycle import TrainingCycle
-    from trainer.registry_io import KafkaRegistryStore
-
-    from harness.evals import HarnessEvalSuite
-    from schemas.topics import topic_name
 
     console = console or Console(width=None if sys.stdout.isatty() else 150)
     config.run_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
+    started_at = time.monotonic()
     settings = replace(load_settings(), topic_prefix=prefix)
-    state, started = broker.start(settings)
-    console.print(f"[bold]broker[/] {'started' if started else 'running'}: {state.describe()}")
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    owns_broker = not broker.status(settings).running  # a Ctrl-C may come before start returns
+    run = _Run()
+    interrupted = False
+    try:
+        state, owns_broker = broker.start(settings)
+        console.print(f"[bold]broker[/] {'started' if owns_broker else 'running'}: "
+                      f"{state.describe()}")
+        _loop(console, config, settings, prefix, run)
+        time.sleep(2 * DEMO_MONITOR_THRESHOLDS["window_s"])  # let the last windows close
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted after {len(run.rows)} cycle(s); stopping what the "
+                      "demo started[/]")
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        with _signals_ignored():
+            _stop(console, settings, run, owns_broker)
+    if run.rows:
+        finish(console, config, run.rows, run.fired, run.records,
+               time.monotonic() - started_at)
+    if interrupted:
+        raise SystemExit(130)
+    return run.rows
+
+
+def _stop(console: Console, settings, run: _Run, owns_broker: bool) -> None:
+    from infra import broker
+
+    for close in reversed(run.closers):
+        close()
+    if run.services:
+        console.print(f"[bold]stopped[/] the services: {', '.join(run.services)}")
+    if owns_broker:
+        if broker.stop(settings):  # False when it never came up
+            console.print(f"[bold]broker[/] stopped: the demo had started it on "
+                          f"{settings.bootstrap_servers}")
+    else:
+        console.print(f"[bold]broker[/] left running on {settings.bootstrap_servers}: it was "
+                      "running before the demo")
+
+
+def _loop(console: Console, config: DemoConfig, settings, prefix: str, run: _Run) -> None:
+    """Everything between the broker and the summary; what it starts, it adds to ``run``."""
+    from harness.evals import HarnessEvalSuite
+    from infra.topics import create_topics
+    from trainer.cycle import TrainingCycle
+    from trainer.registry_io import KafkaRegistryStore
+
     create_topics(settings)
     policy_dir = _policy(console, config)
     trainer_config = train_config(config, policy_dir)
     hack_dir = _hack_adapter(console, config, trainer_config) if config.hack else None
+    stack = start_stack(config, service_env(prefix, config.run_dir), policy_dir)
+    run.closers.append(stack.services.stop_all)
+    run.services = [service.name for service in stack.services.running]
+    _announce(console, config, stack, prefix)
+    store = KafkaRegistryStore(settings)
+    suite = HarnessEvalSuite(per_family=config.eval_per_family, temperature=config.temperature)
+    training = TrainingCycle(trainer_config, store, suite=suite)
+    training.start()
+    wait_served(stack.gateway_url, stack.gateway_key,
+                {"production": trainer_config.base_checkpoint_id}, stack.services)
+    runner: CycleRunner | None = None
 
-    env = service_env(prefix, config.run_dir)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    stack: Stack | None = None
-    alerts: AlertFollower | None = None
-    traffic: Traffic | None = None
-    reader: RewardReader | None = None
-    rows: list[CycleRow] = []
-    interrupted = False
-    try:
-        stack = start_stack(config, env, policy_dir)
-        _announce(console, config, stack, prefix)
-        store = KafkaRegistryStore(settings.bootstrap_servers,
-                                   topic_name(prefix, "checkpoints"))
-        suite = HarnessEvalSuite(per_family=config.eval_per_family,
-                                 temperature=config.temperature)
-        training = TrainingCycle(trainer_config, store, suite=suite)
-        training.start()
-        wait_served(stack.gateway_url, trainer_config.base_checkpoint_id, stack.services)
-        alerts = AlertFollower(settings.bootstrap_servers, prefix,
-                               lambda event: _print_alert(console, event))
-        traffic = Traffic(stack.gateway_url, stack.ingest_url, stack.api_key,
-                          config.run_dir / "sdk-queue", config.temperature, config.concurrency)
-        reader = RewardReader(settings.bootstrap_servers, prefix)
-        runner = CycleRunner(config, console, traffic, reader, training, stack.services,
-                             stack.gateway_url)
-        for cycle in range(1, config.cycles + 1):
-            if hack_dir is not None and cycle == 2:
-                served = rows[-1].served_by  # its traffic is the monitors' baseline
-                hack_id = deploy_hack(store, trainer_config.model, hack_dir, policy_dir, served,
-                                      config.hack or "")
-                wait_served(stack.gateway_url, hack_id, stack.services)
-                console.print(f"[red bold]--hack {config.hack}[/]: deployed {hack_id} "
-                              f"around the gate (parent {served}); watch the monitors")
-            rows.append(runner.run(cycle))
-        time.sleep(2 * DEMO_MONITOR_THRESHOLDS["window_s"])  # let the last windows close
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted after {len(rows)} cycle(s); stopping services[/]")
-        interrupted = True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        for closer in (alerts and alerts.stop, traffic and traffic.close,
-                       reader and reader.close, stack and stack.services.stop_all):
-            if closer:
-                closer()
-    if rows:
-        _finish(console, config, rows, alerts)
-    if interrupted:
-        raise SystemExit(130)
-    return rows
+    def on_alert(event: AlertEvent) -> None:
+        run.fired.append((runner.cycle if runner else 0, event))
+        line = alert_line(event)
+        if line:
+            console.print(line)
 
-
-def _raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _print_alert(console: Console, event) -> None:
-    line = alert_line(event)
-    if line:
-        console.print(line)
-
-
-def _finish(console: Console, config: DemoConfig, rows: list[CycleRow],
-            alerts: AlertFollower | None) -> None:
-    console.print(summary_table(rows))
-    title = "rewardstream demo" + (f" --hack {config.hack}" if config.hack else "")
-    plot = save_plot(rows, config.run_dir / "metrics.png", title)
-    save_rows(rows, config.run_dir / "cycles.json")
-    fired = sorted({e.alert.detector for e in (alerts.events if alerts else [])
-                    if e.kind == "fired" and e.alert})
-    console.print(f"alerts fired: {', '.join(fired) or 'none'}")
-    console.print(f"[bold]plot[/] {plot}  [bold]per-cycle data[/] {config.run_dir / 'cycles.json'}"
-                  f"  [bold]logs[/] {config.log_dir}/")
+    alerts = AlertFollower(settings, on_alert)
+    run.closers.append(alerts.stop)
+    traffic = Traffic(stack.gateway_url, stack.gateway_key, stack.ingest_url, stack.api_key,
+                      config.run_dir / "sdk-queue", config.temperature, config.concurrency)
+    run.closers.append(traffic.close)
+    reader = RewardReader(settings)
+    run.closers.append(reader.close)
+    runner = CycleRunner(config, console, traffic, reader, training, stack.services,
+                         stack.gateway_url, stack.gateway_key)
+    run.records = runner.records
+    for cycle in range(1, config.cycles + 1):
+        if hack_dir is not None and cycle == 2:
+            served = run.rows[-1].served_by  # its traffic is the monitors' baseline
+            hack_id = deploy_hack(store, trainer_config.model, hack_dir, policy_dir, served,
+                                  config.hack or "")
+            wait_served(stack.gateway_url, stack.gateway_key,
+                        {"production": hack_id, "canary": hack_id}, stack.services)
+            console.print(f"[red bold]--hack {config.hack}[/]: deployed {hack_id} around the "
+                          f"gate and the canary (parent {served}); watch the monitors")
+        run.rows.append(runner.run(cycle))

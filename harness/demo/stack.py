@@ -1,14 +1,15 @@
 """The platform's services for one demo run, under a fresh topic prefix.
 
-Ingest (with a freshly made API key), the reward-join worker, the monitors' metrics worker and
-detectors (with the demo thresholds), the console (with a fresh staff key) and the gateway
-(torch engine over the warm-started policy, following ``checkpoints``). The trainer runs in the
-demo's own process through its cycle API.
+Ingest and the gateway (each with a freshly made API key of org ``demo``), the reward-join
+worker, the monitors' metrics worker and detectors (with the demo thresholds), the console (with
+a fresh staff key that sees every org) and the gateway (torch engine over the warm-started
+policy, following ``checkpoints``; its users are split sticky between a ``production`` and a
+``canary`` arm, the canary serving production whenever no candidate waits for its A/B). The
+trainer runs in the demo's own process through its cycle API.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import subprocess
@@ -31,17 +32,17 @@ class Stack:
     gateway_url: str
     console_url: str
     staff_key: str
-    api_key: str
+    api_key: str  # ingest's
+    gateway_key: str
 
 
-def _ingest_key(env: dict[str, str], keys_file: Path) -> str:
-    """A new key from ``rewardstream serve ingest-key``; its entry goes into ``keys_file``."""
-    out = subprocess.run([sys.executable, "-m", "infra.cli", "serve", "ingest-key", "--org",
-                          "demo", "--name", "demo-client", "--rate-per-s", "100000"],
-                         env=env, check=True, capture_output=True, text=True).stdout
-    lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    keys_file.write_text(json.dumps([json.loads(lines["entry"])]) + "\n")
-    return lines["key"].strip()
+def _new_key(env: dict[str, str], keys_file: str, *options: str) -> str:
+    """A new key from ``rewardstream keys create``, its entry added to ``keys_file``."""
+    out = subprocess.run([sys.executable, "-m", "infra.cli", "keys", "create", "--file",
+                          keys_file, *options], env=env, check=True, capture_output=True,
+                         text=True).stdout
+    return next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                if line.startswith("key:"))
 
 
 def service_env(topic_prefix: str, run_dir: Path) -> dict[str, str]:
@@ -49,8 +50,9 @@ def service_env(topic_prefix: str, run_dir: Path) -> dict[str, str]:
     env.update({
         "REWARDSTREAM_TOPIC_PREFIX": topic_prefix,
         "REWARDSTREAM_INGEST_KEYS_FILE": str(run_dir / "ingest-keys.json"),
+        "REWARDSTREAM_GATEWAY_KEYS_FILE": str(run_dir / "gateway-keys.json"),
+        "REWARDSTREAM_CONSOLE_KEYS_FILE": str(run_dir / "console-keys.json"),
         "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": secrets.token_hex(16),
-        "REWARDSTREAM_STAFF_KEYS": f"demo:{secrets.token_urlsafe(12)}",
         # Two cores: one thread per service keeps them from fighting over both.
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
         "PYTHONUNBUFFERED": "1",
@@ -61,7 +63,13 @@ def service_env(topic_prefix: str, run_dir: Path) -> dict[str, str]:
 def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path) -> Stack:
     """Start every service; returns once the HTTP ones answer. Stop with ``stack.services``."""
     run_dir = config.run_dir
-    api_key = _ingest_key(env, Path(env["REWARDSTREAM_INGEST_KEYS_FILE"]))
+    api_key = _new_key(env, env["REWARDSTREAM_INGEST_KEYS_FILE"], "--for", "ingest", "--org",
+                       "demo", "--name", "demo-client", "--rate-per-s", "100000")
+    gateway_key = _new_key(env, env["REWARDSTREAM_GATEWAY_KEYS_FILE"], "--for", "gateway",
+                           "--org", "demo", "--name", "demo-agents", "--rate-per-s", "1000",
+                           "--burst", "1000")
+    staff_key = _new_key(env, env["REWARDSTREAM_CONSOLE_KEYS_FILE"], "--for", "console",
+                         "--org", "*", "--name", "demo")
     monitor_config = run_dir / "monitors.yaml"
     monitor_config.write_text(yaml.safe_dump(DEMO_MONITOR_THRESHOLDS))
     services = Services(env, config.log_dir)
@@ -73,18 +81,19 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path) -> St
         gateway = services.start(
             "gateway", "serve", "gateway", "--engine-model", str(policy_dir.resolve()),
             "--port", str(config.gateway_port), "--default-max-tokens", "96",
-            "--reference-temperature", str(config.temperature))
-        services.start("worker", "worker", "--store", "memory://", "--datadir",
+            "--reference-temperature", str(config.temperature),
+            "--arms", f"production={1 - config.canary_share:g},canary={config.canary_share:g}")
+        services.start("worker", "worker", "--commit-interval-s", "0.5", "--datadir",
                        str(run_dir / "worker-state"), "--loglevel", "warning")
         services.start("monitors-metrics", "monitors", "metrics", "--config", str(monitor_config))
         services.start("monitors-detect", "monitors", "detect", "--config", str(monitor_config))
         console = services.start("console", "serve", "console", "--port",
                                  str(config.console_port))
         wait_http(urls["ingest"] + "/readyz", 90, ingest)
-        wait_http(urls["gateway"] + "/health", 120, gateway)
-        wait_http(urls["console"] + "/healthz", 90, console)
+        wait_http(urls["gateway"] + "/readyz", 120, gateway)
+        wait_http(urls["console"] + "/readyz", 90, console)
     except BaseException:
         services.stop_all()
         raise
-    staff_key = env["REWARDSTREAM_STAFF_KEYS"].split(":", 1)[1]
-    return Stack(services, urls["ingest"], urls["gateway"], urls["console"], staff_key, api_key)
+    return Stack(services, urls["ingest"], urls["gateway"], urls["console"], staff_key, api_key,
+                 gateway_key)

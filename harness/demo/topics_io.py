@@ -1,4 +1,5 @@
-"""The demo's readers of the log: a cycle's reward records, and alerts as they fire."""
+"""The demo's readers of the log: a cycle's reward records, and alerts as they fire. A record
+that is not what its topic promises is quarantined and skipped."""
 
 from __future__ import annotations
 
@@ -6,30 +7,25 @@ import threading
 import time
 from collections.abc import Callable
 
+from infra.kafka_io import TopicReader
+from infra.quarantine import QuarantineSink
+from infra.settings import Settings
 from schemas.alerts import AlertEvent
+from schemas.quarantine import UnusableRecord, decode_record
 from schemas.rewards import RewardRecord
-from schemas.topics import topic_name
 from trainer.prepare import ConsumedRecord
 
-__all__ = ["AlertFollower", "RewardReader"]
+__all__ = ["CONSUMER_NAME", "AlertFollower", "RewardReader"]
 
-
-def _consumer(bootstrap_servers: str, topic: str):  # -> KafkaConsumer, assigned from the start
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or {0})]
-    consumer.assign(partitions)
-    consumer.seek_to_beginning(*partitions)
-    return consumer
+CONSUMER_NAME = "demo"  # how quarantined records name this consumer
 
 
 class RewardReader:
     """Follows the ``rewards`` topic; hands out the records of the trajectories a cycle ran."""
 
-    def __init__(self, bootstrap_servers: str, topic_prefix: str) -> None:
-        self.topic = topic_name(topic_prefix, "rewards")
-        self._consumer = _consumer(bootstrap_servers, self.topic)
+    def __init__(self, settings: Settings) -> None:
+        self._reader = TopicReader(settings, ["rewards"], client_id=CONSUMER_NAME)
+        self._quarantine = QuarantineSink(settings, CONSUMER_NAME)
         self._seen: dict[str, ConsumedRecord] = {}
 
     def collect(self, trajectory_ids: set[str], timeout_s: float,
@@ -37,11 +33,14 @@ class RewardReader:
         """The records of ``trajectory_ids`` in log order; what is in when ``timeout_s`` ends."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for records in self._consumer.poll(timeout_ms=300).values():
-                for r in records:
-                    record = RewardRecord.model_validate_json(r.value)
-                    self._seen[record.trajectory_id] = ConsumedRecord(
-                        r.key.decode(), record, r.topic, r.partition, r.offset)
+            for r in self._reader.poll(timeout_ms=300):
+                try:
+                    record = decode_record(RewardRecord, r.value)
+                except UnusableRecord as exc:
+                    self._quarantine.put(r.topic, r.partition, r.offset, r.value, str(exc))
+                    continue
+                self._seen[record.trajectory_id] = ConsumedRecord(
+                    r.key.decode(), record, r.topic, r.partition, r.offset)
             found = trajectory_ids & self._seen.keys()
             on_progress(len(found))
             if len(found) == len(trajectory_ids):
@@ -50,15 +49,15 @@ class RewardReader:
         return sorted(ordered, key=lambda c: (c.partition or 0, c.offset or 0))
 
     def close(self) -> None:
-        self._consumer.close()
+        self._reader.close()
+        self._quarantine.close()
 
 
 class AlertFollower:
     """A background thread calling ``on_event`` for every alert event from the start."""
 
-    def __init__(self, bootstrap_servers: str, topic_prefix: str,
-                 on_event: Callable[[AlertEvent], None]) -> None:
-        self._args = (bootstrap_servers, topic_name(topic_prefix, "alerts"))
+    def __init__(self, settings: Settings, on_event: Callable[[AlertEvent], None]) -> None:
+        self._settings = settings
         self._on_event = on_event
         self._stop = threading.Event()
         self.events: list[AlertEvent] = []
@@ -66,16 +65,21 @@ class AlertFollower:
         self._thread.start()
 
     def _run(self) -> None:
-        consumer = _consumer(*self._args)
+        reader = TopicReader(self._settings, ["alerts"], client_id=CONSUMER_NAME)
+        quarantine = QuarantineSink(self._settings, CONSUMER_NAME)
         try:
             while not self._stop.is_set():
-                for records in consumer.poll(timeout_ms=500).values():
-                    for r in records:
-                        event = AlertEvent.model_validate_json(r.value)
-                        self.events.append(event)
-                        self._on_event(event)
+                for r in reader.poll(timeout_ms=500):
+                    try:
+                        event = decode_record(AlertEvent, r.value)
+                    except UnusableRecord as exc:
+                        quarantine.put(r.topic, r.partition, r.offset, r.value, str(exc))
+                        continue
+                    self.events.append(event)
+                    self._on_event(event)
         finally:
-            consumer.close()
+            reader.close()
+            quarantine.close()
 
     def stop(self) -> None:
         self._stop.set()

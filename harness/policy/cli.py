@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
+from harness.policy.expert import MIXES
 from harness.policy.sft import SftConfig
+
+Mix = StrEnum("Mix", {name: name for name in MIXES})  # type: ignore[misc]
 
 __all__ = ["register"]
 
@@ -20,7 +24,7 @@ policy_app = typer.Typer(
 @policy_app.command("build")
 def build(
     out: Path = typer.Option(..., help="Directory to write the model, tokenizer and policy.json."),
-    mix: str = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
+    mix: Mix = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
                             "(imperfect: the default), clarify or broken-calls (the two "
                             "reward-hacking policies for the demo's --hack)."),
     steps: int = typer.Option(SftConfig.steps, min=1, help="SFT optimiser steps (batch 16)."),
@@ -35,15 +39,12 @@ def build(
     import torch
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.policy.expert import MIXES
     from harness.policy.sft import build_policy
 
-    if mix not in MIXES:
-        raise typer.BadParameter(f"--mix must be one of {', '.join(MIXES)}")
     torch.set_num_threads(threads)
     columns = (TextColumn("[bold]SFT[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
-    config = SftConfig(mix=mix, steps=steps, seed=seed)
+    config = SftConfig(mix=mix.value, steps=steps, seed=seed)
     with Progress(*columns) as progress:
         bar = progress.add_task("sft", total=steps, loss=float("nan"))
         info = build_policy(out, config,

@@ -39,11 +39,12 @@ class LocalPolicy:
 
     @classmethod
     def from_dir(cls, path: Path | str, temperature: float = 1.0,
-                 checkpoint_id: str | None = None) -> LocalPolicy:
-        from trainer.modeling import load_policy
+                 checkpoint_id: str | None = None, max_new_tokens: int = 96) -> LocalPolicy:
+        from infra.models import load_policy
 
         model, tokenizer = load_policy(path)
-        return cls(model, tokenizer, checkpoint_id or Path(path).name, temperature)
+        return cls(model, tokenizer, checkpoint_id or Path(path).name, temperature,
+                   max_new_tokens)
 
     def _next_token(self, logits: torch.Tensor, generator: torch.Generator) -> tuple[int, float]:
         import torch

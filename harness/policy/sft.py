@@ -3,8 +3,9 @@
 1. **Corpus**: the expert (with a :class:`DemoMix` of deliberate mistakes) acts in the real
    agent loop on the training side of the task split; every turn of its transcript becomes one
    ``(prompt, completion)`` pair, rendered exactly as the loop renders prompts.
-2. **Tokenizer and model**: a byte-level BPE tokenizer trained on that corpus and a tiny Llama
-   built from a config (``harness.policy.tiny``); nothing is downloaded.
+2. **Tokenizer and model**: a byte-level BPE tokenizer trained on that corpus, carrying the
+   transcript format as its chat template, and a tiny Llama built from a config
+   (``harness.policy.tiny``); nothing is downloaded.
 3. **SFT**: next-token loss on completion tokens only (the prompt is context), AdamW.
 
 The result is an ordinary model directory (``load_policy`` reads it) with ``policy.json``
@@ -19,10 +20,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.agent import AgentConfig, run_episode
 from harness.instrument import Recorder, SimClock, TrajectoryContext
-from harness.policy.base import render_prompt
+from harness.policy.base import TRANSCRIPT_TEMPLATE, render_prompt
 from harness.policy.expert import MIXES, ExpertPolicy
 from harness.policy.local import encode_prompt
 from harness.policy.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
@@ -77,7 +79,8 @@ def demonstrations(mix: str, tasks: list[Task], demos_per_task: int = 1,
     return pairs
 
 
-def encode_examples(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> list[tuple[list[int], int]]:
+def encode_examples(tokenizer: Any, pairs: list[tuple[str, str]],
+                    max_len: int) -> list[tuple[list[int], int]]:
     """Token ids of prompt + completion + EOS, and where the completion starts."""
     encoded = []
     for prompt, completion in pairs:
@@ -147,6 +150,8 @@ def build_policy(out_dir: Path, config: SftConfig = SftConfig(),
     tasks = training_tasks(config.tasks_per_family, config.seed)
     pairs = demonstrations(config.mix, tasks, config.demos_per_task, config.seed)
     tokenizer = build_tokenizer((p + c for p, c in pairs), vocab_size=config.vocab_size)
+    # Servers that render chats with the model's own template then build the trained prompts.
+    tokenizer.chat_template = TRANSCRIPT_TEMPLATE
     build_tiny_model(tokenizer, out_dir, model_config)
     model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
                                                  local_files_only=True)

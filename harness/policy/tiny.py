@@ -1,7 +1,7 @@
 """Build a tokenizer from a corpus and a tiny Llama-architecture causal LM from a config.
 
 Everything is made locally (no downloads), so any machine can serve and train a real Hugging
-Face model; the result is an ordinary model directory that ``trainer.modeling.load_policy``,
+Face model; the result is an ordinary model directory that ``infra.models.load_policy``,
 the torch engine and vLLM all load the same way.
 """
 

@@ -8,4 +8,4 @@ __all__ = ["TelemetryError"]
 
 
 class TelemetryError(RewardstreamError):
-    """The SDK is misconfigured (queue directory in use or unwritable, bad endpoint)."""
+    """The SDK is misconfigured (its queue directory is in use by another live process)."""

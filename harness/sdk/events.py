@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID
 
 from schemas import events as ev
@@ -36,7 +36,7 @@ class EventConstructors:
 
     def _new(self, model: type, trajectory: Trajectory, payload: object,
              occurred_at: datetime | None) -> UUID:
-        when = occurred_at or datetime.now(timezone.utc)
+        when = occurred_at or datetime.now(UTC)
         event_id = uuid7(int(when.timestamp() * 1000))
         # sent_at is rewritten on every send attempt; occurred_at is its placeholder until then.
         self.emit(model(event_id=event_id, occurred_at=when, sent_at=when, payload=payload,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 __all__ = ["Action", "backoff_delay_s", "classify", "parse_retry_after_s"]
@@ -11,20 +11,21 @@ __all__ = ["Action", "backoff_delay_s", "classify", "parse_retry_after_s"]
 
 class Action(enum.Enum):
     DONE = "done"  # the server took responsibility for every event (accepted, duplicate, rejected)
-    RETRY = "retry"  # nothing was accepted; send the same events again later
+    RETRY = "retry"  # nothing was accepted; send the same events again later (within a budget)
     SPLIT = "split"  # over a size cap: send each half on its own
     DROP = "drop"  # the server can never accept this body; counted, never silent
 
 
 def classify(status: int) -> Action:
-    if status in (200, 207, 403):  # 403: the server dead-lettered the batch's events
+    """5xx, 408 and 429 are retried; every other 4xx (401 included: a key is fixed by a person,
+    not by retrying) is final. 403 is the ingest answer whose events were all dead-lettered."""
+    if 200 <= status < 300 or status == 403:
         return Action.DONE
     if status == 413:
         return Action.SPLIT
-    if status in (400, 415):
-        return Action.DROP
-    # 401 (a key the operator can still fix), 429, 503, other 5xx: keep the events and retry.
-    return Action.RETRY
+    if status in (408, 429) or status >= 500:
+        return Action.RETRY
+    return Action.DROP
 
 
 def parse_retry_after_s(value: str | None, now: datetime | None = None) -> float | None:
@@ -39,8 +40,8 @@ def parse_retry_after_s(value: str | None, now: datetime | None = None) -> float
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def backoff_delay_s(attempt: int, base_s: float, cap_s: float, retry_after_s: float | None,

@@ -1,24 +1,32 @@
 """A bench task: a tiny repository, a request in the user's words, and hidden tests.
 
-The hidden test is a plain Python script that exits 0 when the repository is right; it runs in
-the sandbox against a copy of the workspace and is never shown to the policy. The scripted
-expert's solution (and a plausible wrong one) travel with the task, for demonstrations.
+The hidden test is a plain Python script of assertions; it runs in the sandbox against a copy of
+the workspace and is never shown to the policy. It passes only when a runner, after executing
+the whole script without an exception, prints a line with a nonce it read from stdin: an exit
+status of 0 proves nothing, since code under test can call ``os._exit(0)`` or ``sys.exit(0)``
+at import. (Code that walks the runner's stack frames could still find the nonce; what this
+stops is passing by leaving early.) The scripted expert's solution (and a plausible wrong one)
+travel with the task, for demonstrations.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+import secrets
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.tools.sandbox import RunResult, SandboxLimits, run_sandboxed
 from harness.tools.workspace import Workspace
 
-__all__ = ["AMBIGUITY", "DISTRACTOR", "Edit", "Task", "materialise", "run_hidden_tests"]
+__all__ = ["AMBIGUITY", "DISTRACTOR", "Edit", "HiddenTestResult", "Task", "materialise",
+           "run_hidden_tests"]
 
 # How ambiguous each wording of a request is (0 clear .. 1 ambiguous).
 AMBIGUITY = {"clear": 0.1, "vague": 0.4, "ambiguous": 0.9}
 HIDDEN_TEST_NAME = "_hidden_test.py"
+_RUNNER_NAME = "_hidden_runner.py"
+_RUNNER = (Path(__file__).parent / "hidden_runner.py").read_text()
 # A file unrelated to any bug, so that finding the right file is part of the work.
 DISTRACTOR = {"strings.py": 'def shout(s):\n    return s.upper() + "!"\n'}
 _HIDDEN_LIMITS = SandboxLimits(timeout_s=5, cpu_s=5, max_output_bytes=4096)
@@ -82,6 +90,23 @@ def materialise(task: Task, root: Path) -> Workspace:
     return Workspace(root, [(e.path, e.search, e.replace) for e in task.fixes])
 
 
-def run_hidden_tests(task: Task, workspace: Workspace) -> RunResult:
-    return run_sandboxed(workspace, ["python", HIDDEN_TEST_NAME], _HIDDEN_LIMITS,
-                         extra_files={HIDDEN_TEST_NAME: task.hidden_test})
+@dataclass(frozen=True)
+class HiddenTestResult:
+    passed: bool  # the runner reported every assertion passed (its nonce line), exit status 0
+    run: RunResult
+
+    @property
+    def isolated(self) -> bool:
+        return self.run.isolated
+
+
+def run_hidden_tests(task: Task, workspace: Workspace,
+                     allow_unisolated: bool = False) -> HiddenTestResult:
+    """Run the task's hidden tests on ``workspace`` in the sandbox (see the module doc)."""
+    nonce = secrets.token_hex(16)
+    limits = replace(_HIDDEN_LIMITS, allow_unisolated=allow_unisolated)
+    run = run_sandboxed(workspace, ["python", _RUNNER_NAME, HIDDEN_TEST_NAME], limits,
+                        extra_files={HIDDEN_TEST_NAME: task.hidden_test, _RUNNER_NAME: _RUNNER},
+                        stdin=f"{nonce}\n".encode())
+    reported = f"{nonce} all hidden tests passed" in run.output.splitlines()
+    return HiddenTestResult(passed=reported and run.ok, run=run)

@@ -5,7 +5,7 @@
 as an exact search/replace on its file, so it fails like any edit when the text is gone.
 
 Each is ``(workspace, args) -> ToolOutput``; arguments were already checked against the tool's
-:class:`ToolSpec`. Failures a policy can cause raise :class:`ToolError` or
+:class:`ToolSpec` (JSON Schema). Failures a policy can cause raise :class:`ToolError` or
 :class:`SandboxViolation` and become error observations.
 """
 
@@ -30,8 +30,9 @@ from harness.tools.edits import (
 )
 from harness.tools.sandbox import SandboxLimits, run_sandboxed
 from harness.tools.workspace import Workspace
+from schemas.tooldefs import ToolDef
 
-__all__ = ["TOOL_SPECS", "ToolOutput", "tool_function"]
+__all__ = ["TOOL_SPECS", "ToolOutput", "tool_definitions", "tool_function"]
 
 MAX_OBSERVATION_CHARS = 1200
 _MAX_HITS = 12
@@ -105,7 +106,7 @@ def _edit_file(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
 
 
 def _numbered_fix(ws: Workspace, args: dict[str, Any]) -> tuple[str, str, str]:
-    number, offered = args["fix"], ws.fixes
+    number, offered = int(args["fix"]), ws.fixes  # the schema allows 2.0
     if not 1 <= number <= len(offered):
         listed = f"fixes 1 to {len(offered)}" if offered else "no fixes"
         raise ToolError(f"the workspace offers {listed}, not fix {number}; lint lists them")
@@ -113,16 +114,6 @@ def _numbered_fix(ws: Workspace, args: dict[str, Any]) -> tuple[str, str, str]:
     if args.get("path", fix[0]) != fix[0]:
         raise ToolError(f"fix {number} is on {fix[0]}, not {args['path']}; give its number only")
     return fix
-
-
-def _edit_check(args: dict[str, Any]) -> str | None:
-    has_pair = "search" in args and "replace" in args
-    modes = has_pair + ("diff" in args) + ("fix" in args)
-    if modes != 1 or ("search" in args) != ("replace" in args):
-        return "edit_file takes either search and replace, or diff, or fix"
-    if "path" not in args and "fix" not in args:
-        return "edit_file needs path (only a fix number may stand without it)"
-    return None
 
 
 def _run(ws: Workspace, args: dict[str, Any], limits: SandboxLimits) -> ToolOutput:
@@ -135,6 +126,8 @@ def _run(ws: Workspace, args: dict[str, Any], limits: SandboxLimits) -> ToolOutp
     result = run_sandboxed(ws, argv, limits)
     head = f"exit {result.returncode}" if result.returncode is not None else "stopped"
     note = f" ({result.error})" if result.error else ""
+    if not result.isolated:
+        note += " [unisolated sandbox, allowed by the operator]"
     text = f"{head}{note}\n{result.output[-MAX_OBSERVATION_CHARS:]}".rstrip()
     return ToolOutput(text, error_kind="timeout" if result.timed_out else None)
 
@@ -172,16 +165,55 @@ def _lint(ws: Workspace, args: dict[str, Any]) -> ToolOutput:
     return ToolOutput(_with_fixes("\n".join(problems[:_MAX_HITS]) or "no problems", ws, paths))
 
 
+def _object(required: dict[str, str], optional: dict[str, str] | None = None,
+            **extra: Any) -> dict[str, Any]:
+    """A JSON Schema of an arguments object: named properties of JSON types, nothing else."""
+    properties = {name: {"type": kind} for name, kind in {**required, **(optional or {})}.items()}
+    return {"type": "object", "properties": properties, "required": sorted(required),
+            "additionalProperties": False, **extra}
+
+
+def _only(*names: str) -> dict[str, Any]:
+    return {"not": {"anyOf": [{"required": [name]} for name in names]}}
+
+
+# edit_file takes exactly one form: search+replace, a unified diff, or a quick fix's number.
+_EDIT_FORMS = {
+    "description": "edit_file takes either path, search and replace; or path and diff; or fix "
+                   "(path optional)",
+    "oneOf": [
+        {"required": ["path", "search", "replace"], **_only("diff", "fix")},
+        {"required": ["path", "diff"], **_only("search", "replace", "fix")},
+        {"required": ["fix"], **_only("search", "replace", "diff")},
+    ],
+}
+
+
+def _spec(name: str, description: str, parameters: dict[str, Any],
+          read_only: bool = True) -> ToolSpec:
+    return ToolSpec(ToolDef(name, parameters, description), read_only)
+
+
 TOOL_SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in (
-    ToolSpec("read_file", {"path": str}),
-    ToolSpec("list_dir", {}, {"path": str}),
-    ToolSpec("grep", {"pattern": str}, {"path": str}),
-    ToolSpec("search", {"query": str}),
-    ToolSpec("lint", {}, {"path": str}),
-    ToolSpec("edit_file", {}, {"path": str, "search": str, "replace": str, "diff": str, "fix": int},
-             read_only=False, check=_edit_check),
-    ToolSpec("run", {"cmd": str}, read_only=False),
+    _spec("read_file", "Read a file of the workspace, with its quick fixes.",
+          _object({"path": "string"})),
+    _spec("list_dir", "List the files under a directory.", _object({}, {"path": "string"})),
+    _spec("grep", "Lines matching a regular expression.",
+          _object({"pattern": "string"}, {"path": "string"})),
+    _spec("search", "Files ranked by the words of a query.", _object({"query": "string"})),
+    _spec("lint", "Undefined names and syntax errors, with the workspace's numbered quick fixes.",
+          _object({}, {"path": "string"})),
+    _spec("edit_file", "Edit a file by search and replace, a unified diff, or a quick fix.",
+          _object({}, {"path": "string", "search": "string", "replace": "string",
+                       "diff": "string", "fix": "integer"}, **_EDIT_FORMS), read_only=False),
+    _spec("run", "Run a command in the sandbox.", _object({"cmd": "string"}), read_only=False),
 )}
+
+
+def tool_definitions() -> list[dict[str, Any]]:
+    """The tools as an OpenAI ``tools`` list."""
+    return [spec.definition.openai() for spec in TOOL_SPECS.values()]
+
 
 _FUNCTIONS: dict[str, Callable[..., ToolOutput]] = {
     "read_file": _read_file, "list_dir": _list_dir, "grep": _grep, "search": _search,
@@ -189,7 +221,8 @@ _FUNCTIONS: dict[str, Callable[..., ToolOutput]] = {
 }
 
 
-def tool_function(name: str, limits: SandboxLimits) -> Callable[[Workspace, dict[str, Any]], ToolOutput]:
+def tool_function(name: str,
+                  limits: SandboxLimits) -> Callable[[Workspace, dict[str, Any]], ToolOutput]:
     if name == "run":
         return lambda ws, args: _run(ws, args, limits)
     return _FUNCTIONS[name]

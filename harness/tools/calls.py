@@ -1,51 +1,43 @@
-"""The tool-call format and its strict parser.
+"""Turning a completion into the agent's action: calls (well-formed or broken) or a reply.
 
-A completion is either a reply to the user (no ``<tool>`` tag anywhere; a reply ending in ``?``
-is a clarifying question) or one or more calls, each ``<tool>NAME {json object}</tool>``, with
-only whitespace between them (prose before the first call is allowed and ignored). Anything else
-becomes a :class:`BrokenCall` with the reason; the agent records it as ``tool.called`` with
-``valid=false`` and answers it with an error observation. A broken call is never dropped.
+A completion arrives in one of two shapes:
+
+- text (in-process and scripted policies, or an endpoint that does not parse calls): the calls
+  are read with the shared strict parser (``schemas.toolcalls``, ``<tool>NAME {json}</tool>``);
+  a text without a call marker is a reply, one ending in ``?`` a clarifying question;
+- OpenAI ``tool_calls`` from the gateway, with its verdicts on the broken ones
+  (:func:`action_from_tool_calls`).
+
+Every call is checked against its tool's JSON Schema (``schemas.tooldefs``). Anything broken
+becomes a :class:`BrokenCall` with its kind and reason; the agent answers it with an error
+observation and records it as ``tool.called`` with ``valid=false`` — unless the gateway already
+recorded it (``recorded``), so that no broken call is dropped or counted twice.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["BrokenCall", "ParsedAction", "Reply", "ToolCall", "ToolSpec", "format_call",
-           "parse_action"]
+from schemas.toolcalls import MalformedCall, format_call, split_calls
+from schemas.tooldefs import BrokenKind, ToolDef
 
-OPEN, CLOSE = "<tool>", "</tool>"
-_BODY = re.compile(r"\s*([A-Za-z_]\w*)\s+(\{.*\})\s*", re.S)
-_NAME_ONLY = re.compile(r"\s*([A-Za-z_]\w*)")
-
-BrokenKind = Literal["malformed_call", "unknown_tool", "bad_arguments"]
+__all__ = ["BrokenCall", "ParsedAction", "Reply", "ServerVerdict", "ToolCall", "ToolSpec",
+           "action_from_tool_calls", "format_call", "parse_action"]
 
 
 @dataclass(frozen=True)
 class ToolSpec:
-    name: str
-    required: Mapping[str, type]
-    optional: Mapping[str, type] = field(default_factory=dict)
+    definition: ToolDef  # name, JSON Schema of the arguments, description
     read_only: bool = True  # read-only calls of one completion may run in parallel
-    # Cross-field rule beyond types (e.g. "search+replace or diff"); returns a reason or None.
-    check: Callable[[dict[str, Any]], str | None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
 
     def problem(self, args: dict[str, Any]) -> str | None:
-        missing = [k for k in self.required if k not in args]
-        if missing:
-            return f"{self.name} needs {', '.join(missing)}"
-        unknown = sorted(set(args) - set(self.required) - set(self.optional))
-        if unknown:
-            return f"{self.name} takes no argument {', '.join(unknown)}"
-        for key, value in args.items():
-            wanted = self.required.get(key) or self.optional[key]
-            if not isinstance(value, wanted) or isinstance(value, bool) and wanted is not bool:
-                return f"{self.name}: {key} must be a {wanted.__name__}"
-        return self.check(args) if self.check else None
+        return self.definition.problem(args)
 
 
 @dataclass(frozen=True)
@@ -53,6 +45,7 @@ class ToolCall:
     name: str
     args: dict[str, Any]
     raw: str
+    call_id: str | None = None  # the OpenAI tool call id, when the endpoint gave one
 
 
 @dataclass(frozen=True)
@@ -61,6 +54,18 @@ class BrokenCall:
     tool: str  # the name it seems to call, or "unknown"
     error_kind: BrokenKind
     reason: str
+    recorded: bool = False  # the gateway already recorded it as tool.called valid=false
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerVerdict:
+    """One broken call as the gateway judged and recorded it (``broken_tool_calls``)."""
+
+    tool: str
+    error_kind: BrokenKind
+    reason: str
+    tool_call_id: str | None = None  # None: a call written in the text that did not parse
 
 
 @dataclass(frozen=True)
@@ -78,59 +83,51 @@ class ParsedAction:
     reply: Reply | None = None
 
 
-def format_call(name: str, args: Mapping[str, Any]) -> str:
-    return f"{OPEN}{name} {json.dumps(dict(args))}{CLOSE}"
-
-
-def _parse_body(body: str, raw: str, specs: Mapping[str, ToolSpec]) -> ToolCall | BrokenCall:
-    match = _BODY.fullmatch(body)
-    if not match:
-        named = _NAME_ONLY.match(body)
-        return BrokenCall(raw, named.group(1) if named else "unknown", "malformed_call",
-                          "expected NAME {json arguments} inside <tool>...</tool>")
-    name, arg_text = match.groups()
-    try:
-        args = json.loads(arg_text)
-    except json.JSONDecodeError as exc:
-        return BrokenCall(raw, name, "malformed_call", f"arguments are not valid JSON: {exc.msg}")
-    if not isinstance(args, dict):
-        return BrokenCall(raw, name, "malformed_call", "arguments must be a JSON object")
+def _checked(name: str, args: dict[str, Any], raw: str, specs: Mapping[str, ToolSpec],
+             call_id: str | None = None) -> ToolCall | BrokenCall:
     spec = specs.get(name)
     if spec is None:
         return BrokenCall(raw, name, "unknown_tool",
-                          f"no tool {name!r}; tools: {', '.join(sorted(specs))}")
+                          f"no tool {name!r}; tools: {', '.join(sorted(specs))}", call_id=call_id)
     problem = spec.problem(args)
     if problem:
-        return BrokenCall(raw, name, "bad_arguments", problem)
-    return ToolCall(name, args, raw)
+        return BrokenCall(raw, name, "bad_arguments", problem, call_id=call_id)
+    return ToolCall(name, args, raw, call_id)
 
 
 def parse_action(text: str, specs: Mapping[str, ToolSpec]) -> ParsedAction:
-    """Split a completion into calls (well-formed or broken) or a reply; never loses a call."""
-    text = text.strip()
-    if "<tool" not in text and CLOSE not in text:
-        return ParsedAction(reply=Reply(text))
-    start = text.find(OPEN)
-    if start < 0:
-        return ParsedAction(calls=(BrokenCall(text, "unknown", "malformed_call",
-                                              f"a call must start with {OPEN}"),))
-    calls: list[ToolCall | BrokenCall] = []
-    while True:
-        end = text.find(CLOSE, start)
-        if end < 0:
-            calls.append(BrokenCall(text[start:], "unknown", "malformed_call",
-                                    f"{OPEN} without {CLOSE}"))
-            break
-        body = text[start + len(OPEN):end]
-        raw = text[start:end + len(CLOSE)]
-        calls.append(_parse_body(body, raw, specs) if OPEN not in body else BrokenCall(
-            raw, "unknown", "malformed_call", f"{OPEN} inside another call"))
-        rest = text[end + len(CLOSE):].lstrip()
-        if not rest:
-            break
-        if not rest.startswith(OPEN):
-            calls.append(BrokenCall(rest, "unknown", "malformed_call",
-                                    "text after a call; put nothing between or after calls"))
-            break
-        start = len(text) - len(rest)
-    return ParsedAction(calls=tuple(calls))
+    """Split a completion's text into calls (well-formed or broken) or a reply; never loses a
+    call."""
+    split = split_calls(text)
+    if not split.calls:
+        return ParsedAction(reply=Reply(split.prose))
+    return ParsedAction(calls=tuple(
+        BrokenCall(c.raw, c.tool, "malformed_call", c.reason) if isinstance(c, MalformedCall)
+        else _checked(c.name, c.args, c.raw, specs) for c in split.calls))
+
+
+def action_from_tool_calls(content: str, tool_calls: Sequence[Mapping[str, Any]],
+                           verdicts: Sequence[ServerVerdict],
+                           specs: Mapping[str, ToolSpec]) -> ParsedAction:
+    """The action of a gateway reply: its ``tool_calls``, with what the gateway judged broken
+    marked as recorded there; calls it passed are still checked against the harness's specs
+    (anything they catch is recorded by the harness)."""
+    judged = {v.tool_call_id: v for v in verdicts if v.tool_call_id is not None}
+    calls: list[ToolCall | BrokenCall] = [
+        BrokenCall("", v.tool, v.error_kind, v.reason, recorded=True)
+        for v in verdicts if v.tool_call_id is None]
+    for call in tool_calls:
+        call_id, function = call.get("id"), call.get("function") or {}
+        name, arguments = function.get("name") or "", function.get("arguments") or "{}"
+        raw = format_call(name, arguments)
+        verdict = judged.get(call_id)
+        if verdict is not None:
+            calls.append(BrokenCall(raw, verdict.tool, verdict.error_kind, verdict.reason,
+                                    recorded=True, call_id=call_id))
+            continue
+        parsed = parse_action(raw, specs)  # the same strict reading as a text call
+        calls.extend(replace(c, call_id=call_id) for c in parsed.calls)
+    if calls:
+        return ParsedAction(calls=tuple(calls))
+    return parse_action(content, specs)
+

@@ -75,6 +75,7 @@ class ToolBox:
                 batch.append(call)
                 continue
             flush()
-            outcomes.append(_broken(call) if isinstance(call, BrokenCall) else self._one(call, None))
+            outcomes.append(_broken(call) if isinstance(call, BrokenCall)
+                            else self._one(call, None))
         flush()
         return outcomes

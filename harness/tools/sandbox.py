@@ -1,16 +1,23 @@
 """Run a command in a throw-away copy of a workspace, with limits and without network.
 
-Containment, layer by layer:
+Containment, layer by layer (the in-sandbox half is :mod:`harness.tools.jail`):
 - **files**: the command runs in a fresh copy of the workspace (outward symlinks left out), with
   ``HOME`` and ``TMPDIR`` inside it; it cannot change the real workspace.
-- **network**: a new, empty network namespace (``unshare(CLONE_NEWNET)``; as a non-root user
-  inside a new user namespace). Where the kernel refuses both, the run still happens with a
-  scrubbed environment (no proxy variables) and :attr:`RunResult.network_isolated` is False.
-- **processes**: ``RLIMIT_NPROC`` (a fork bomb fails its forks); as root the command drops to
-  ``nobody`` first, because the kernel does not apply that limit to root. The whole process
-  group is killed when the command ends, times out or floods its output.
-- **time, memory, output, files written**: wall-clock timeout, ``RLIMIT_CPU``, ``RLIMIT_AS``,
-  a cap on captured output (the command is stopped when it passes it), ``RLIMIT_FSIZE``.
+- **network, processes, disk**: new network, PID and mount namespaces (as a non-root user, inside
+  a new user namespace). The network namespace is empty. The command's init is PID 1 of the PID
+  namespace, so when the command ends the kernel kills every descendant, ``setsid`` and
+  double-forked ones included. One tmpfs of ``max_disk_bytes`` holds the copy and stands in for
+  every world-writable scratch directory (``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock``),
+  so all the command writes together is capped and gone afterwards.
+- **fails closed**: where the kernel refuses those namespaces, :func:`run_sandboxed` raises
+  :class:`SandboxUnavailable` unless the operator allowed an unisolated sandbox
+  (``REWARDSTREAM_SANDBOX_ALLOW_UNISOLATED=1`` or ``SandboxLimits(allow_unisolated=True)``).
+  Such runs are logged, carry ``isolated=False`` and have network access; orphans are still
+  collected (the jail is a child subreaper) and killed, and the copy's size is polled against
+  the disk cap, but writes elsewhere are bounded only per file.
+- **privileges and limits**: as root the command drops to ``nobody`` (the kernel does not apply
+  ``RLIMIT_NPROC`` to root); ``RLIMIT_NPROC``, ``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``,
+  a wall-clock timeout and a cap on captured output (the command is stopped when it passes it).
 
 Not contained: reading world-readable files outside the copy by absolute path (there is no
 filesystem jail); the tools' own path arguments are confined by :class:`Workspace` instead.
@@ -18,28 +25,30 @@ filesystem jail); the tools' own path arguments are confined by :class:`Workspac
 
 from __future__ import annotations
 
-import ctypes
 import functools
+import logging
 import os
-import resource
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness.errors import SandboxUnavailable
+from harness.tools.jail_run import JailRun, run_jail
 from harness.tools.workspace import Workspace
 
-__all__ = ["RunResult", "SandboxLimits", "network_isolation_available", "run_sandboxed"]
+__all__ = ["ALLOW_UNISOLATED_ENV", "RunResult", "SandboxLimits", "isolation_problem",
+           "run_sandboxed"]
 
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
+ALLOW_UNISOLATED_ENV = "REWARDSTREAM_SANDBOX_ALLOW_UNISOLATED"
+_log = logging.getLogger("rewardstream.sandbox")
 _NOBODY = 65534
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_REPROBE_AFTER_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,10 @@ class SandboxLimits:
     memory_bytes: int = 1 << 30
     max_output_bytes: int = 16 * 1024
     max_processes: int = 64
-    max_file_bytes: int = 16 << 20
+    max_file_bytes: int = 16 << 20  # one file
+    max_disk_bytes: int = 64 << 20  # everything written, the copy included (RAM: it is a tmpfs)
+    max_files: int = 10_000  # files and directories, the copy included
+    allow_unisolated: bool = False  # run even where namespaces are refused (see the module doc)
 
 
 @dataclass(frozen=True)
@@ -59,62 +71,17 @@ class RunResult:
     error: str | None  # why the sandbox intervened or what limit the command hit, for people
     timed_out: bool = False
     output_truncated: bool = False
-    network_isolated: bool = True
+    isolated: bool = True  # False only where the operator allowed an unisolated sandbox
     skipped_links: tuple[str, ...] = ()
+    disk_full: bool = False
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and self.error is None
 
 
-def _libc_unshare(flags: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(flags) != 0:
-        raise OSError(ctypes.get_errno(), "unshare failed")
-
-
 def _drops_to_nobody() -> bool:
     return os.geteuid() == 0
-
-
-def _isolate(isolate_network: bool, limits: SandboxLimits, nproc_limit: int) -> None:
-    """Runs in the child between fork and exec: namespace, limits, then fewer privileges."""
-    if isolate_network:
-        _libc_unshare(_CLONE_NEWNET if _drops_to_nobody() else _CLONE_NEWUSER | _CLONE_NEWNET)
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if _drops_to_nobody():
-        os.setgroups([])
-        os.setgid(_NOBODY)
-        os.setuid(_NOBODY)
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc_limit, nproc_limit))
-
-
-@functools.cache
-def network_isolation_available() -> bool:
-    """Whether this machine lets the sandbox give a command its own, empty network namespace."""
-    try:
-        subprocess.run(
-            ["/bin/true"], check=True, timeout=10,
-            preexec_fn=lambda: _libc_unshare(
-                _CLONE_NEWNET if _drops_to_nobody() else _CLONE_NEWUSER | _CLONE_NEWNET),
-        )
-    except (subprocess.SubprocessError, OSError):
-        return False
-    return True
-
-
-def _processes_of(uid: int) -> int:
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                count += entry.stat().st_uid == uid
-            except OSError:
-                continue
-    return count
 
 
 def _sandbox_python() -> str:
@@ -136,10 +103,23 @@ def _scrubbed_env(home: Path) -> dict[str, str]:
             "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
 
 
-def _prepare_copy(workspace: Workspace, extra_files: dict[str, str]) -> tuple[Path, list[str]]:
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count
+
+
+def _prepare_copy(workspace: Workspace | None,
+                  extra_files: dict[str, str]) -> tuple[Path, list[str]]:
     base = Path(tempfile.mkdtemp(prefix="rs-sandbox-"))
     copy = base / "work"
-    skipped = workspace.copy_to(copy)
+    skipped = workspace.copy_to(copy) if workspace else []
+    copy.mkdir(exist_ok=True)
     for name, text in extra_files.items():
         (copy / name).write_text(text)
     (copy / ".tmp").mkdir(exist_ok=True)
@@ -152,25 +132,90 @@ def _prepare_copy(workspace: Workspace, extra_files: dict[str, str]) -> tuple[Pa
     return copy, skipped
 
 
-def _read_capped(stream, cap_bytes: int, chunks: list[bytes], over: threading.Event) -> None:
-    size = 0
-    while block := stream.read1(4096):
-        if size < cap_bytes:
-            chunks.append(block[: cap_bytes - size])
-        size += len(block)
-        if size > cap_bytes:
-            over.set()
-            return
+def _jail_settings(copy: Path, limits: SandboxLimits, isolate: bool) -> list[str]:
+    """The jail's ``KEY=VALUE`` words (parsed by ``jail.Settings``)."""
+    uid = _NOBODY if _drops_to_nobody() else os.getuid()
+    settings = {
+        "isolate": int(isolate), "workdir": copy, "scratch_root": copy.parent.parent,
+        "disk_bytes": limits.max_disk_bytes, "max_files": limits.max_files,
+        "drop_to_uid": _NOBODY if _drops_to_nobody() else "", "cpu_s": limits.cpu_s,
+        "memory_bytes": limits.memory_bytes, "file_bytes": limits.max_file_bytes,
+        "core_bytes": 0,
+        # the jail and its init count too; the limit is per user, so others' count is added
+        "nproc": _processes_of(uid) + limits.max_processes + 2,
+    }
+    return [f"{key}={value}" for key, value in settings.items()]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _launch(copy: Path, argv: list[str], limits: SandboxLimits, isolate: bool,
+            stdin: bytes = b"") -> JailRun:
+    return run_jail(_sandbox_python(), copy, _jail_settings(copy, limits, isolate), argv,
+                    _scrubbed_env(copy), limits.timeout_s, limits.max_output_bytes, stdin)
+
+
+def _probe() -> str | None:
+    copy, _ = _prepare_copy(None, {})
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        launch = _launch(copy, [_sandbox_python(), "-I", "-S", "-c", "pass"],
+                         replace(SandboxLimits(), max_processes=4), isolate=True)
+    except OSError as exc:
+        return f"could not start the sandbox: {exc}"
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+    if launch.report.get("wait_status") == "0":
+        return None
+    return launch.report.get("error") or f"the sandbox's probe failed: {launch.output[:300]}"
 
 
-def _limit_note(output: str, limits: SandboxLimits) -> str | None:
+_probed: list[tuple[float, str | None]] = []  # the last probe: when, and its answer
+_probe_lock = threading.Lock()
+
+
+def isolation_problem() -> str | None:
+    """None when this machine gives the sandbox its namespaces and tmpfs; else why not.
+
+    A success is kept for the process's life; a failure is probed again after a minute, so a
+    passing shortage (processes, memory) does not refuse every run that follows."""
+    with _probe_lock:
+        if not _probed or (_probed[0][1] is not None
+                           and time.monotonic() - _probed[0][0] > _REPROBE_AFTER_S):
+            _probed[:] = [(time.monotonic(), _probe())]
+        return _probed[0][1]
+
+
+def _unisolated_allowed(limits: SandboxLimits) -> bool:
+    return limits.allow_unisolated or os.environ.get(ALLOW_UNISOLATED_ENV) == "1"
+
+
+@functools.cache
+def _warn_unisolated(problem: str) -> None:
+    _log.warning("sandbox runs WITHOUT isolation (network reachable, host /tmp writable), "
+                 "as the operator allowed: %s", problem)
+
+
+def _isolate(limits: SandboxLimits, command: list[str]) -> bool:
+    """Whether to isolate; raises when isolation is unavailable and not explicitly waived."""
+    problem = isolation_problem()
+    if problem is None:
+        return True
+    if not _unisolated_allowed(limits):
+        raise SandboxUnavailable(
+            f"refusing to run {command[:1]}: the sandbox cannot isolate commands on this machine "
+            f"({problem}). Set {ALLOW_UNISOLATED_ENV}=1 (or SandboxLimits(allow_unisolated=True)) "
+            "to run them without network, process and disk isolation.")
+    _warn_unisolated(problem)
+    return False
+
+
+def _limit_note(launch: JailRun, returncode: int | None, limits: SandboxLimits) -> str | None:
+    output = launch.output
+    if launch.report.get("disk_full") == "1":
+        return f"disk limit reached ({limits.max_disk_bytes >> 20} MiB or {limits.max_files} " \
+               "files in all)"
+    if returncode == -signal.SIGXFSZ or "File too large" in output:
+        return f"file size limit reached ({limits.max_file_bytes >> 20} MiB per file)"
+    if returncode == -signal.SIGXCPU:
+        return f"CPU time limit reached ({limits.cpu_s} s)"
     if "BlockingIOError" in output or "Resource temporarily unavailable" in output:
         return f"process limit reached (at most {limits.max_processes} processes)"
     if "MemoryError" in output:
@@ -182,47 +227,28 @@ def _limit_note(output: str, limits: SandboxLimits) -> str | None:
 
 def run_sandboxed(
     workspace: Workspace, command: list[str], limits: SandboxLimits = SandboxLimits(),
-    extra_files: dict[str, str] | None = None,
+    extra_files: dict[str, str] | None = None, stdin: bytes = b"",
 ) -> RunResult:
-    """Run ``command`` (an argv list) in a fresh copy of ``workspace`` plus ``extra_files``."""
-    isolate = network_isolation_available()
+    """Run ``command`` (an argv list) in a fresh copy of ``workspace`` plus ``extra_files``,
+    with ``stdin`` as its standard input. Raises :class:`SandboxUnavailable` (see above)."""
+    isolate = _isolate(limits, command)
     copy, skipped = _prepare_copy(workspace, extra_files or {})
-    uid = _NOBODY if _drops_to_nobody() else os.getuid()
-    nproc_limit = _processes_of(uid) + limits.max_processes
     try:
-        proc = subprocess.Popen(
-            _argv(command), cwd=copy, env=_scrubbed_env(copy), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=functools.partial(_isolate, isolate, limits, nproc_limit),
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
+        launch = _launch(copy, _argv(command), limits, isolate, stdin)
+    except OSError as exc:
+        return RunResult(None, "", f"could not start the sandbox: {exc}", isolated=isolate,
+                         skipped_links=tuple(skipped))
+    finally:
         shutil.rmtree(copy.parent, ignore_errors=True)
-        return RunResult(None, "", f"could not start {command[:1]}: {exc}",
-                         network_isolated=isolate, skipped_links=tuple(skipped))
-    chunks: list[bytes] = []
-    over = threading.Event()
-    reader = threading.Thread(target=_read_capped,
-                              args=(proc.stdout, limits.max_output_bytes, chunks, over))
-    reader.start()
-    deadline = time.monotonic() + limits.timeout_s
-    while proc.poll() is None and not over.is_set() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    stopped = proc.poll() is None
-    _kill_group(proc)
-    proc.wait()
-    reader.join(timeout=5)
-    proc.stdout.close()
-    shutil.rmtree(copy.parent, ignore_errors=True)
-    output = b"".join(chunks).decode(errors="replace")
-    error = None
-    if over.is_set():
-        error = f"output exceeded {limits.max_output_bytes} bytes; the command was stopped"
-    elif stopped:
-        error = f"timed out after {limits.timeout_s:g} s; the command was stopped"
-    else:
-        error = _limit_note(output, limits)
-    return RunResult(
-        returncode=None if stopped or over.is_set() else proc.returncode, output=output,
-        error=error, timed_out=stopped and not over.is_set(),
-        output_truncated=over.is_set(), network_isolated=isolate, skipped_links=tuple(skipped),
-    )
+    common = {"output": launch.output, "isolated": isolate, "skipped_links": tuple(skipped),
+              "disk_full": launch.report.get("disk_full") == "1"}
+    if launch.output_over:
+        return RunResult(None, error=f"output exceeded {limits.max_output_bytes} bytes; the "
+                         "command was stopped", output_truncated=True, **common)
+    if launch.timed_out:
+        return RunResult(None, error=f"timed out after {limits.timeout_s:g} s; the command was "
+                         "stopped", timed_out=True, **common)
+    if "wait_status" not in launch.report:
+        return RunResult(None, error=launch.report.get("error", "the sandbox failed"), **common)
+    returncode = os.waitstatus_to_exitcode(int(launch.report["wait_status"]))
+    return RunResult(returncode, error=_limit_note(launch, returncode, limits), **common)

@@ -43,7 +43,8 @@ class Workspace:
         if not real.is_relative_to(self.root):
             lexical = Path(os.path.normpath(candidate))
             if lexical.is_relative_to(self.root):
-                raise SandboxViolation(f"path {path!r} is a symlink that leads outside the workspace")
+                raise SandboxViolation(
+                    f"path {path!r} is a symlink that leads outside the workspace")
             raise SandboxViolation(f"path {path!r} escapes the workspace")
         return real
 

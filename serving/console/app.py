@@ -1,27 +1,36 @@
 """The console's FastAPI app: the page, the JSON API behind it, and the staff actions.
 
-Every route but ``/healthz`` needs a staff key (see ``auth``). Actions become events: alert
-actions on ``alerts`` (acknowledged, silenced, resolved), rollbacks as a ``rolled_back``
-registry event on ``checkpoints`` (see ``streams.monitors.rollback``).
+Every route but ``/livez``, ``/readyz``, ``/metrics`` (Prometheus: counts only), the sign-in and the
+static files needs a session or a staff key (see ``auth``), and shows only the orgs its staff
+member is granted (``grants``): what they cannot see, they cannot act on either (it answers as
+if it did not exist). Actions become events: alert actions on ``alerts`` (acknowledged,
+silenced, resolved), a rollback as the registry's rollback events on ``checkpoints``
+(``schemas.checkpoints.rollback``: the same events the CLI and auto-protect write). Every answer
+carries a Content-Security-Policy that allows only the console's own scripts and styles.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
-from serving.console.auth import StaffKeys
-from serving.console.page import LOGIN_HTML, PAGE_HTML
+from schemas.alert_lifecycle import AlertState, acknowledge, lift_silence, resolve, silence_alert
+from schemas.checkpoints import Registry, rollback
+from schemas.errors import AlertActionError, RegistryError
+from serving.console.auth import Staff, StaffAuth, client_address
+from serving.console.grants import FLEET
+from serving.console.metrics import console_registry
+from serving.console.page import CONTENT_SECURITY_POLICY, LOGIN_HTML, STATIC_FILES, console_page
 from serving.console.state import ConsoleState
-from streams.monitors.errors import AlertActionError
-from streams.monitors.lifecycle import acknowledge, lift_silence, resolve, silence_alert
-from streams.monitors.rollback import rollback_event
+from serving.prometheus import serve_metrics
+from serving.request_body import validation_message
 
 __all__ = ["create_app"]
 
@@ -47,7 +56,16 @@ class RollbackRequest(BaseModel):
     alert_fingerprint: str | None = None
 
 
-def create_app(state: ConsoleState, keys: StaffKeys, *, follow: bool = True) -> FastAPI:
+class SignIn(BaseModel):
+    key: str = Field(..., min_length=1, max_length=512)
+
+
+_SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                     "Cache-Control": "no-store"}
+
+
+def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if follow:
@@ -58,77 +76,138 @@ def create_app(state: ConsoleState, keys: StaffKeys, *, follow: bool = True) -> 
 
     app = FastAPI(title="rewardstream console", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url="/api/openapi.json")
-    viewer, actor = Depends(keys.viewer), Depends(keys.actor)
 
-    def act(build: Callable[[], Any]) -> dict[str, Any]:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer echoes the input, and cannot write the inf that 1e999 becomes.
+        return JSONResponse({"detail": validation_message(exc.errors())}, status_code=422)
+
+    @app.middleware("http")
+    async def _security_headers(request: Request,
+                                call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        response = await call_next(request)
+        for name, value in _SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    viewer, actor = Depends(auth.viewer), Depends(auth.actor)
+
+    def act(visible: Callable[[], bool], build: Callable[[AlertState], Any]) -> dict[str, Any]:
+        """Build an action's event from the alert state, or, for what the staff member may not
+        see, from an empty one: it is refused exactly as if it did not exist."""
         try:
             with state.lock:
-                event = build()
+                event = build(state.alerts if visible() else AlertState())
         except AlertActionError as exc:
             raise HTTPException(409, str(exc)) from None
         state.publish_alert_event(event)
         return {"event_id": event.event_id, "kind": event.kind}
 
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
+    @app.get("/livez", include_in_schema=False)
+    def livez() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    def readyz() -> JSONResponse:
+        ready = state.caught_up.is_set()
+        return JSONResponse({"status": "ready" if ready else "starting"},
+                            status_code=200 if ready else 503)
 
     @app.get("/", response_class=HTMLResponse)
     def page(request: Request) -> HTMLResponse:
-        try:
-            name = keys.viewer(request)
-        except HTTPException as exc:
-            return HTMLResponse(LOGIN_HTML, status_code=exc.status_code)
-        return HTMLResponse(PAGE_HTML.replace("{{staff}}", name))
+        found = auth.session(request)
+        if found is None:
+            return HTMLResponse(LOGIN_HTML, status_code=401)
+        session, staff = found
+        return HTMLResponse(console_page(staff.name, sorted(staff.grant.orgs),
+                                         session.csrf_token))
+
+    @app.get("/static/{name}", include_in_schema=False)
+    def static(name: str) -> Response:
+        if name not in STATIC_FILES:
+            raise HTTPException(404, f"no static file {name[:100]!r}")
+        content, media_type = STATIC_FILES[name]
+        return Response(content, media_type=media_type, headers={"Cache-Control": "no-cache"})
+
+    @app.post("/api/session")
+    def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any]:
+        """Exchange a staff key for a session cookie (429 after too many wrong keys)."""
+        key = auth.check_key(body.key, client_address(request))
+        staff = auth.open_session(key, response, secure=request.url.scheme == "https")
+        return {"staff": staff.name, "orgs": sorted(staff.grant.orgs),
+                "expires_in_s": auth.session_ttl_s}
+
+    @app.delete("/api/session")
+    def sign_out(request: Request, response: Response, _: Staff = actor) -> dict[str, Any]:
+        auth.close_session(request, response)
+        return {"signed_out": True}
 
     @app.get("/api/alerts")
-    def alerts(_: str = viewer) -> dict[str, Any]:
-        return {"alerts": state.alert_views(), "silences": state.silence_views()}
+    def alerts(staff: Staff = viewer) -> dict[str, Any]:
+        return {"alerts": state.alert_views(staff.grant),
+                "silences": state.silence_views(staff.grant)}
+
+    def alert_act(fingerprint: str, staff: Staff,
+                  build: Callable[[AlertState], Any]) -> dict[str, Any]:
+        return act(lambda: state.alert_visible(fingerprint, staff.grant), build)
 
     @app.post("/api/alerts/{fingerprint}/acknowledge")
-    def ack(fingerprint: str, body: Note, who: str = actor) -> dict[str, Any]:
-        return act(lambda: acknowledge(state.alerts, fingerprint, who, datetime.now(UTC),
-                                       body.note))
+    def ack(fingerprint: str, body: Note, who: Staff = actor) -> dict[str, Any]:
+        return alert_act(fingerprint, who, lambda alerts: acknowledge(
+            alerts, fingerprint, who.name, datetime.now(UTC), body.note))
 
     @app.post("/api/alerts/{fingerprint}/resolve")
-    def resolve_(fingerprint: str, body: Note, who: str = actor) -> dict[str, Any]:
-        return act(lambda: resolve(state.alerts, fingerprint, who, datetime.now(UTC), body.note))
+    def resolve_(fingerprint: str, body: Note, who: Staff = actor) -> dict[str, Any]:
+        return alert_act(fingerprint, who, lambda alerts: resolve(
+            alerts, fingerprint, who.name, datetime.now(UTC), body.note))
 
     @app.post("/api/alerts/{fingerprint}/silence")
-    def silence(fingerprint: str, body: SilenceRequest, who: str = actor) -> dict[str, Any]:
+    def silence(fingerprint: str, body: SilenceRequest, who: Staff = actor) -> dict[str, Any]:
         now = datetime.now(UTC)
-        return act(lambda: silence_alert(state.alerts, fingerprint, who, now,
-                                         now + timedelta(seconds=body.duration_s), body.comment))
+        return alert_act(fingerprint, who, lambda alerts: silence_alert(
+            alerts, fingerprint, who.name, now, now + timedelta(seconds=body.duration_s),
+            body.comment))
 
     @app.post("/api/silences/{silence_id}/lift")
-    def lift(silence_id: str, who: str = actor) -> dict[str, Any]:
-        return act(lambda: lift_silence(state.alerts, silence_id, who, datetime.now(UTC)))
+    def lift(silence_id: str, who: Staff = actor) -> dict[str, Any]:
+        return act(lambda: state.silence_visible(silence_id, who.grant),
+                   lambda alerts: lift_silence(alerts, silence_id, who.name, datetime.now(UTC)))
 
     @app.get("/api/metrics")
-    def metric_names(_: str = viewer) -> dict[str, Any]:
+    def metric_names(_: Staff = viewer) -> dict[str, Any]:
         return {"rewards": list(REWARD_METRICS), "ingest": list(INGEST_METRICS)}
 
     @app.get("/api/series")
-    def series(metric: str, scope: str = "rewards", _: str = viewer) -> dict[str, Any]:
+    def series(metric: str, scope: str = "rewards", staff: Staff = viewer) -> dict[str, Any]:
         known = REWARD_METRICS if scope == "rewards" else INGEST_METRICS
         if metric not in known and not metric.startswith("reward."):
             raise HTTPException(422, f"metric {metric!r}: not a {scope} metric; see /api/metrics")
-        return {"metric": metric, "scope": scope, "series": state.series_view(scope, metric)}
+        return {"metric": metric, "scope": scope,
+                "series": state.series_view(scope, metric, staff.grant)}
+
+    @app.get("/api/quarantine")
+    def quarantine(staff: Staff = viewer) -> dict[str, Any]:
+        return state.quarantine_view(staff.grant)
+
+    serve_metrics(app, console_registry(lambda: state.quarantine_view(FLEET)))
 
     @app.get("/api/checkpoints")
-    def checkpoints(_: str = viewer) -> dict[str, Any]:
-        return {"checkpoints": state.checkpoint_views()}
+    def checkpoints(staff: Staff = viewer) -> dict[str, Any]:
+        return {"checkpoints": state.checkpoint_views(staff.grant)}
 
     @app.post("/api/checkpoints/{checkpoint_id}/rollback")
-    def rollback(checkpoint_id: str, body: RollbackRequest, who: str = actor) -> dict[str, Any]:
+    def rollback_(checkpoint_id: str, body: RollbackRequest,
+                  who: Staff = actor) -> dict[str, Any]:
+        evidence = {"alert_fingerprint": body.alert_fingerprint} if body.alert_fingerprint else {}
         try:
             with state.lock:
-                event = rollback_event(state.checkpoints, checkpoint_id, actor=who,
-                                       reason=body.reason, now=datetime.now(UTC),
-                                       alert_fingerprint=body.alert_fingerprint)
-        except AlertActionError as exc:
+                visible = state.checkpoint_visible(checkpoint_id, who.grant)
+                events = rollback(state.checkpoints if visible else Registry(), checkpoint_id,
+                                  datetime.now(UTC), who.name, body.reason, evidence)
+        except RegistryError as exc:
             raise HTTPException(409, str(exc)) from None
-        state.publish_checkpoint_event(event)
-        return {"event_id": event.event_id, "sequence": event.sequence, "kind": event.kind}
+        state.publish_checkpoint_events(events)
+        return {"events": [{"event_id": e.event_id, "sequence": e.sequence, "kind": e.kind,
+                            "checkpoint_id": e.checkpoint_id} for e in events]}
 
     return app

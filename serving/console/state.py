@@ -1,60 +1,91 @@
-"""What the console shows, rebuilt by folding the alerts, metrics and checkpoints topics.
+"""What the console shows, rebuilt by folding the alerts, metrics, checkpoints and quarantine
+topics.
 
-A background thread follows the three topics from their beginning; reads take a lock and get
-plain JSON-able views. Actions publish events and wait until the follower has folded them, so
-the page never shows a state older than the action the operator just took.
+A background thread follows the topics from their beginning; reads take a lock and get plain
+JSON-able views of what the reader's grant sees (``grants.py``). Actions publish events and wait
+until the follower has folded them, so the page never shows a state older than the action the
+operator just took.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict, deque
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.settings import Settings
-from schemas.alerts import AlertEvent, alert_event_key
-from schemas.checkpoints import CheckpointEvent
-from schemas.metrics import LATENCY_BUCKET_BOUNDS_MS, MetricStat, MetricWindow
-from schemas.topics import topic_name
-from streams.monitors.kafka_io import make_producer, replay_consumer, send
-from streams.monitors.lifecycle import AlertRecord, AlertState, apply, silenced_by
-from streams.monitors.rollback import CheckpointHistory
-from streams.monitors.stats import histogram_quantile
+from kafka.consumer.fetcher import ConsumerRecord
 
-__all__ = ["ConsoleState"]
+from infra.kafka_io import TopicReader, make_producer, send
+from infra.quarantine import QuarantineSink
+from infra.settings import Settings
+from schemas.alert_lifecycle import AlertRecord, AlertState, apply, silenced_by
+from schemas.alerts import AlertEvent, alert_event_key
+from schemas.checkpoints import CheckpointEvent, Registry
+from schemas.metrics import MetricStat, MetricWindow, histogram_quantile, read_window
+from schemas.quarantine import Quarantined, UnusableRecord, decode_record, read_quarantined
+from schemas.topics import topic_name
+from serving.console.grants import Grant
+
+__all__ = ["CONSUMER_NAME", "ConsoleState"]
 
 _MAX_WINDOWS = 720  # per key: 12 hours of one-minute windows
 _ACTION_WAIT_S = 15.0
+_RECENT_QUARANTINED = 50
+CONSUMER_NAME = "console"  # how quarantined records name this consumer
+
+
+class _QuarantineView:
+    """Quarantined records counted once per key (a consumer that replays repeats its own),
+    per (consumer, source topic), and the most recent ones."""
+
+    def __init__(self) -> None:
+        self.keys: set[bytes] = set()
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.recent: deque[Quarantined] = deque(maxlen=_RECENT_QUARANTINED)
+
+    def add(self, record: Quarantined) -> None:
+        if record.key in self.keys:
+            return
+        self.keys.add(record.key)
+        self.counts[(record.consumer, record.source_topic)] += 1
+        self.recent.append(record)
 
 
 class _Series:
-    """Windows of one (scope, checkpoint, arm), partials from several partitions merged."""
+    """Windows of one (scope, checkpoint, arm, org), partials from several partitions merged.
+    The metrics worker is at-least-once: a partial that comes again (same window and
+    partition) replaces the one it repeats instead of adding to it."""
 
     def __init__(self) -> None:
-        self.windows: dict[float, tuple[dict[str, MetricStat], list[int]]] = {}
+        self.windows: dict[float, dict[tuple[int, str], MetricWindow]] = {}
 
     def add(self, window: MetricWindow) -> None:
         start = window.window_start.timestamp()
-        stats, hist = self.windows.get(start, ({}, []))
-        for name, stat in window.stats.items():
-            stats[name] = stats.get(name, MetricStat()) + stat
-        if window.latency_histogram:
-            hist = [a + b for a, b in zip(hist or [0] * len(window.latency_histogram),
-                                          window.latency_histogram)]
-        self.windows[start] = (stats, hist)
+        self.windows.setdefault(start, {})[(window.partition, window.org_id)] = window
         while len(self.windows) > _MAX_WINDOWS:
             del self.windows[min(self.windows)]
+
+    def _merged(self, start: float) -> tuple[dict[str, MetricStat], list[int]]:
+        stats: dict[str, MetricStat] = {}
+        hist: list[int] = []
+        for window in self.windows[start].values():
+            for name, stat in window.stats.items():
+                stats[name] = stats.get(name, MetricStat()) + stat
+            if window.latency_histogram:
+                hist = [a + b for a, b in zip(hist or [0] * len(window.latency_histogram),
+                                              window.latency_histogram, strict=True)]
+        return stats, hist
 
     def points(self, metric: str) -> list[list[float]]:
         out = []
         for start in sorted(self.windows):
-            stats, hist = self.windows[start]
+            stats, hist = self._merged(start)
             if metric in ("latency_p50_ms", "latency_p95_ms"):
                 if hist:
                     q = 0.5 if metric == "latency_p50_ms" else 0.95
-                    out.append([start * 1000, histogram_quantile(hist, LATENCY_BUCKET_BOUNDS_MS, q),
+                    out.append([start * 1000, histogram_quantile(hist, q),
                                 float(sum(hist))])
             elif metric == "ingest_events":
                 stat = stats.get(metric, MetricStat())
@@ -81,10 +112,13 @@ class ConsoleState:
         self.settings = settings
         self.lock = threading.Lock()
         self.alerts = AlertState()
-        self.checkpoints = CheckpointHistory()
-        self.series: dict[tuple[str, str, str], _Series] = defaultdict(_Series)
-        self.producer = make_producer(settings)
+        self.checkpoints = Registry()
+        self.series: dict[tuple[str, str, str, str], _Series] = defaultdict(_Series)
+        self.quarantined = _QuarantineView()
+        self.producer = make_producer(settings, CONSUMER_NAME)
+        self.quarantine = QuarantineSink(settings, CONSUMER_NAME, self.producer)
         self._stop = threading.Event()
+        self.caught_up = threading.Event()  # the topics were folded up to their ends once
         self._seen_ids: set[str] = set()
         self._thread = threading.Thread(target=self._follow, name="console-follow", daemon=True)
 
@@ -96,28 +130,40 @@ class ConsoleState:
         self._thread.join(timeout=10)
         self.producer.close()
 
-    def _fold(self, topic: str, value: bytes) -> None:
+    def _fold(self, record: ConsumerRecord) -> None:
+        topic, value = record.topic, record.value
         if topic == topic_name(self.settings.topic_prefix, "alerts"):
-            event = AlertEvent.model_validate_json(value)
-            apply(self.alerts, event)
+            apply(self.alerts, decode_record(AlertEvent, value))
         elif topic == topic_name(self.settings.topic_prefix, "checkpoints"):
-            checkpoint = CheckpointEvent.model_validate_json(value)
+            checkpoint = decode_record(CheckpointEvent, value)
             self.checkpoints.add(checkpoint)
             self._seen_ids.add(checkpoint.event_id)
+        elif topic == topic_name(self.settings.topic_prefix, "quarantine"):
+            self.quarantined.add(read_quarantined(record.headers or [], value))
         else:
-            window = MetricWindow.model_validate_json(value)
-            self.series[(window.scope, window.checkpoint_id, window.arm)].add(window)
+            window = read_window(value)
+            key = (window.scope, window.checkpoint_id, window.arm, window.org_id)
+            self.series[key].add(window)
+
+    def _fold_or_quarantine(self, record: ConsumerRecord) -> None:
+        try:
+            self._fold(record)
+        except UnusableRecord as exc:
+            self.quarantine.put(record.topic, record.partition, record.offset, record.value,
+                                str(exc))
 
     def _follow(self) -> None:
-        consumer = replay_consumer(self.settings, ["alerts", "metrics", "checkpoints"])
-        try:
+        with TopicReader(self.settings, ["alerts", "metrics", "checkpoints", "quarantine"],
+                         client_id=CONSUMER_NAME) as reader:
+            for record in reader.until_end():
+                with self.lock:
+                    self._fold_or_quarantine(record)
+            self.caught_up.set()
             while not self._stop.is_set():
-                for records in consumer.poll(timeout_ms=300).values():
-                    with self.lock:
-                        for record in records:
-                            self._fold(record.topic, record.value)
-        finally:
-            consumer.close()
+                records = reader.poll(timeout_ms=300)
+                with self.lock:
+                    for record in records:
+                        self._fold_or_quarantine(record)
 
     # ------------------------------------------------------------------------------ writes
 
@@ -134,33 +180,65 @@ class ConsoleState:
              event.model_dump_json().encode())
         self._wait_for(lambda: event.event_id in self.alerts.seen)
 
-    def publish_checkpoint_event(self, event: CheckpointEvent) -> None:
-        send(self.producer, self.settings, "checkpoints", event.checkpoint_id.encode(),
-             event.model_dump_json().encode())
-        self._wait_for(lambda: event.event_id in self._seen_ids)
+    def publish_checkpoint_events(self, events: list[CheckpointEvent]) -> None:
+        for event in events:
+            send(self.producer, self.settings, "checkpoints", event.checkpoint_id.encode(),
+                 event.model_dump_json().encode())
+        self._wait_for(lambda: all(e.event_id in self._seen_ids for e in events))
 
     # ------------------------------------------------------------------------------- reads
 
-    def alert_views(self) -> list[dict[str, Any]]:
+    def alert_visible(self, fingerprint: str, grant: Grant) -> bool:
+        record = self.alerts.alerts.get(fingerprint)
+        return record is not None and grant.sees(record.alert.labels.get("org"))
+
+    def silence_visible(self, silence_id: str, grant: Grant) -> bool:
+        silence = self.alerts.silences.get(silence_id)
+        return silence is not None and grant.sees(silence.matchers.get("org"))
+
+    def checkpoint_visible(self, checkpoint_id: str, grant: Grant) -> bool:
+        latest = self.checkpoints.latest.get(checkpoint_id)
+        return latest is not None and grant.sees_record(latest.model_dump(mode="json"))
+
+    def alert_views(self, grant: Grant) -> list[dict[str, Any]]:
         now = datetime.now(UTC)
         order = {"firing": 0, "acknowledged": 1, "resolved": 2}
         with self.lock:
-            views = [_record_view(r, self.alerts, now) for r in self.alerts.alerts.values()]
+            views = [_record_view(r, self.alerts, now) for r in self.alerts.alerts.values()
+                     if grant.sees(r.alert.labels.get("org"))]
         return sorted(views, key=lambda v: (order[v["status"]], v["severity"] != "critical",
                                             v["started_at"]))
 
-    def silence_views(self) -> list[dict[str, Any]]:
+    def silence_views(self, grant: Grant) -> list[dict[str, Any]]:
         now = datetime.now(UTC)
         with self.lock:
             return [s.model_dump(mode="json") for s in self.alerts.silences.values()
-                    if s.ends_at > now]
+                    if s.ends_at > now and grant.sees(s.matchers.get("org"))]
 
-    def series_view(self, scope: str, metric: str) -> list[dict[str, Any]]:
+    def series_view(self, scope: str, metric: str, grant: Grant) -> list[dict[str, Any]]:
         with self.lock:
-            return [{"checkpoint": ck, "arm": arm, "points": s.points(metric)}
-                    for (sc, ck, arm), s in sorted(self.series.items()) if sc == scope]
+            return [{"checkpoint": ck, "arm": arm, "org": org, "points": s.points(metric)}
+                    for (sc, ck, arm, org), s in sorted(self.series.items())
+                    if sc == scope and grant.sees(org)]
 
-    def checkpoint_views(self) -> list[dict[str, Any]]:
+    def quarantine_view(self, grant: Grant) -> dict[str, Any]:
+        """Quarantined records name no org (they could not be read): the fleet's alone."""
+        if not grant.fleet:
+            return {"total": 0, "by_consumer": [], "recent": [], "fleet_only": True}
+        with self.lock:
+            view = self.quarantined
+            return {
+                "total": len(view.keys), "fleet_only": False,
+                "by_consumer": [{"consumer": c, "source_topic": t, "records": n}
+                                for (c, t), n in sorted(view.counts.items())],
+                "recent": [{"consumer": q.consumer, "reason": q.reason,
+                            "source": f"{q.source_topic}/{q.source_partition}/{q.source_offset}",
+                            "at": q.at.isoformat(), "bytes": q.original_bytes}
+                           for q in reversed(view.recent)],
+            }
+
+    def checkpoint_views(self, grant: Grant) -> list[dict[str, Any]]:
         with self.lock:
             events = sorted(self.checkpoints.events, key=lambda e: e.sequence, reverse=True)
-            return [e.model_dump(mode="json") for e in events]
+            views = [e.model_dump(mode="json") for e in events]
+        return [view for view in views if grant.sees_record(view)]

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
+
+from schemas.toolcalls import SYNTAXES
+
+ToolCallParser = StrEnum("ToolCallParser", {name: name for name in SYNTAXES})  # type: ignore[misc]
 
 __all__ = ["build_engine_app", "register"]
 
 
 def build_engine_app(model: Path, served_model_name: str | None = None, dtype: str = "float32",
-                     device: str = "cpu", token_delay_ms: float = 0.0):  # -> FastAPI
+                     device: str = "cpu", token_delay_ms: float = 0.0,
+                     tool_call_parser: str = "hermes"):  # -> FastAPI
     from serving.engine.app import create_engine_app
     from serving.engine.generator import TorchGenerator
 
     generator = TorchGenerator(model, dtype=dtype, device=device,
                                token_delay_s=token_delay_ms / 1000.0)
-    return create_engine_app(generator, served_model_name or model.name)
+    return create_engine_app(generator, served_model_name or model.name, tool_call_parser)
 
 
 def engine(
@@ -31,6 +37,9 @@ def engine(
     device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda:0."),
     token_delay_ms: float = typer.Option(0.0, help="Sleep after each generated token, to "
                                                    "simulate a slower accelerator."),
+    tool_call_parser: ToolCallParser = typer.Option(
+        "hermes", help="How calls are read when the model's chat template renders tools: "
+                       "hermes or rewardstream. Templates without tools get the <tool> format."),
 ) -> None:
     """Serve a local model with the built-in torch engine, speaking vLLM's OpenAI-compatible API
     (/v1/completions, /v1/chat/completions, /v1/models, /v1/load_lora_adapter,
@@ -40,8 +49,9 @@ def engine(
     """
     import uvicorn
 
-    uvicorn.run(build_engine_app(model, served_model_name, dtype, device, token_delay_ms),
-                host=host, port=port, log_level="info")
+    uvicorn.run(build_engine_app(model, served_model_name, dtype, device, token_delay_ms,
+                                 tool_call_parser.value), host=host, port=port,
+                log_level="info")
 
 
 def register(serve_app: typer.Typer) -> None:

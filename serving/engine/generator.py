@@ -4,8 +4,9 @@ Each step's logits produce both the sampled token and its behaviour logprob, so 
 of the distribution actually sampled from, from the same forward pass. Requests run in their own
 threads and interleave step by step: a lock covers only adapter selection plus one forward pass
 (peft's active adapter is global state), which also makes loading and unloading adapters safe
-between steps. A request whose adapter is unloaded mid-generation fails at its next step; the
-gateway drains adapters before unloading them.
+between steps. How adapters are applied (merged when one is live, unmerged when several are) is
+``serving.engine.adapters``. A request whose adapter is unloaded mid-generation fails at its next
+step; the gateway drains adapters before unloading them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any
 
 import torch
 
+from infra.models import is_adapter_dir, load_policy
+from serving.engine.adapters import AdapterSet
 from serving.engine.errors import AdapterNotFound, UnsupportedRequest
-from serving.engine.sampling import choose_token, processed_logprobs
-from trainer.modeling import is_adapter_dir, load_policy
+from serving.engine.sampling import GREEDY_BELOW, choose_token, processed_logprobs
 
 __all__ = ["GenerationRequest", "StepOutput", "TorchGenerator"]
 
@@ -58,70 +60,51 @@ class TorchGenerator:
                 "adapter with POST /v1/load_lora_adapter"
             )
         self.model_dir = str(model_dir)
-        self._base, self.tokenizer = load_policy(model_dir, dtype=dtype, device=device)
-        self._peft: Any = None  # a PeftModel once an adapter is loaded
-        self._adapters: dict[str, str] = {}
+        base, self.tokenizer = load_policy(model_dir, dtype=dtype, device=device)
+        self._adapters = AdapterSet(base)
         self._lock = threading.Lock()
         self._device = device
         # Simulates a slower accelerator (per generated token) for demos and rollout tests.
         self.token_delay_s = token_delay_s
-        config = self._base.config
+        config = base.config
         self.max_positions: int = int(getattr(config, "max_position_embeddings", 2048))
-        eos = self._base.generation_config.eos_token_id
+        self.vocabulary_size: int = int(base.get_input_embeddings().num_embeddings)
+        eos = base.generation_config.eos_token_id
         self._eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self._eos_ids.add(self.tokenizer.eos_token_id)
 
     @property
     def base_model(self) -> Any:
-        return self._base
+        return self._adapters.base
 
     def adapters(self) -> dict[str, str]:
         with self._lock:
-            return dict(self._adapters)
+            return self._adapters.paths()
+
+    def merged_adapter(self) -> str | None:
+        """The adapter served merged into a copy of the weights now (one live adapter)."""
+        with self._lock:
+            return self._adapters.merged_name()
 
     def load_adapter(self, name: str, path: str) -> None:
-        from peft import PeftModel
-
-        if not is_adapter_dir(Path(path)):
-            raise UnsupportedRequest(f"lora_path {path} has no adapter_config.json")
         with self._lock:
-            if name in self._adapters:
-                raise UnsupportedRequest(f"The lora adapter '{name}' has already been loaded.")
-            if self._peft is None:
-                self._peft = PeftModel.from_pretrained(
-                    self._base, path, adapter_name=name, is_trainable=False
-                ).eval()
-            else:
-                self._peft.load_adapter(path, adapter_name=name, is_trainable=False)
-            self._adapters[name] = path
+            try:
+                self._adapters.load(name, path)
+            except UnsupportedRequest:
+                raise
+            except Exception as exc:  # a broken adapter directory is the caller's to fix
+                raise UnsupportedRequest(
+                    f"lora_path {path}: not a loadable adapter ({type(exc).__name__}: "
+                    f"{str(exc)[:200]})") from None
 
     def unload_adapter(self, name: str) -> None:
         with self._lock:
-            if name not in self._adapters:
-                raise AdapterNotFound(f"The lora adapter '{name}' cannot be found.")
-            del self._adapters[name]
-            if self._adapters:
-                if self._peft.active_adapter == name:
-                    self._peft.set_adapter(next(iter(self._adapters)))
-                self._peft.delete_adapter(name)
-            else:  # peft cannot delete its last adapter; unwrap back to the bare base model
-                self._base = self._peft.unload()
-                self._peft = None
+            self._adapters.unload(name)
 
     def _forward(self, adapter: str | None, input_ids: torch.Tensor, past: Any) -> tuple:
         with self._lock, torch.no_grad():
-            if adapter is None:
-                if self._peft is None:
-                    out = self._base(input_ids=input_ids, past_key_values=past, use_cache=True)
-                else:
-                    with self._peft.disable_adapter():
-                        out = self._peft(input_ids=input_ids, past_key_values=past, use_cache=True)
-            else:
-                if adapter not in self._adapters:
-                    raise AdapterNotFound(f"The model `{adapter}` does not exist.")
-                if self._peft.active_adapter != adapter:
-                    self._peft.set_adapter(adapter)
-                out = self._peft(input_ids=input_ids, past_key_values=past, use_cache=True)
+            out = self._adapters.forward(adapter, input_ids=input_ids, past_key_values=past,
+                                         use_cache=True)
         return out.logits[0, -1], out.past_key_values
 
     def check(self, request: GenerationRequest) -> None:
@@ -132,8 +115,12 @@ class TorchGenerator:
         if not request.prompt_ids or total > self.max_positions:
             raise UnsupportedRequest(
                 f"prompt ({len(request.prompt_ids)} tokens) + max_tokens ({request.max_tokens}) "
-                f"must be between 1 and the model's {self.max_positions} positions; lower max_tokens"
-            )
+                f"must be between 1 and the model's {self.max_positions} positions; lower "
+                "max_tokens")
+        if not all(0 <= token < self.vocabulary_size for token in request.prompt_ids):
+            raise UnsupportedRequest(
+                f"prompt: token ids must lie in [0, {self.vocabulary_size}), the model's "
+                "vocabulary")
 
     def generate(self, request: GenerationRequest,
                  cancelled: threading.Event | None = None) -> Iterator[StepOutput]:
@@ -150,11 +137,11 @@ class TorchGenerator:
             logits, past = self._forward(request.adapter, input_ids, past)
             logprobs = processed_logprobs(logits, request.temperature, request.top_k,
                                           request.top_p)
-            token = choose_token(logprobs, request.temperature == 0, generator)
+            token = choose_token(logprobs, request.temperature < GREEDY_BELOW, generator)
             top: tuple[tuple[int, float], ...] = ()
             if request.top_logprobs > 0:
                 values, ids = torch.topk(logprobs, request.top_logprobs)
-                top = tuple(zip(ids.tolist(), values.tolist()))
+                top = tuple(zip(ids.tolist(), values.tolist(), strict=False))
             finish = None
             if token in self._eos_ids and not request.ignore_eos:
                 finish = "stop"

@@ -8,15 +8,16 @@ the field's name, rather than silently ignored.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from schemas import bounds as b
 from serving.engine.errors import UnsupportedRequest
 from serving.engine.generator import StepOutput
 
 __all__ = ["DEFAULT_CHAT_TEMPLATE", "ChatRequest", "CompletionRequest", "IncrementalText",
-           "LoraRequest", "chat_logprobs", "completion_logprobs", "message_text", "usage"]
+           "LoraRequest", "chat_logprobs", "completion_logprobs", "usage"]
 
 # Used when the model's tokenizer has none (the tiny local models); vLLM takes the same file via
 # ``--chat-template`` so both backends tokenize a conversation identically.
@@ -26,14 +27,21 @@ DEFAULT_CHAT_TEMPLATE = (
 )
 
 
-class _Sampling(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+_MAX_LOGPROBS = 20  # as vLLM's default max_logprobs
+_Positive = Annotated[int, Field(ge=1, le=b.MAX_COMPLETION_TOKENS)]
 
-    model: str
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    seed: int | None = None
+
+class _Open(BaseModel):
+    # Non-finite numbers (JSON's 1e999 parses as inf) would reach torch as nan: refused.
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+
+class _Sampling(_Open):
+    model: Annotated[str, Field(max_length=256)]
+    temperature: Annotated[float, Field(ge=0.0, le=b.MAX_TEMPERATURE)] = 1.0
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    top_k: Annotated[int, Field(ge=-1, le=b.TOKEN_ID_BOUND)] = -1
+    seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     return_token_ids: bool = False
@@ -60,33 +68,40 @@ class _Sampling(BaseModel):
         return bool((self.stream_options or {}).get("include_usage"))
 
 
+class ContentPart(_Open):
+    text: str = ""
+
+
+class Message(_Open):
+    # Other fields (name, tool_calls, tool_call_id) are kept for whoever renders the prompt.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    role: Annotated[str, Field(min_length=1, max_length=64)] = "user"
+    content: str | list[ContentPart] | None = None
+
+
 class CompletionRequest(_Sampling):
-    prompt: str | list[int]
-    max_tokens: int = 16
-    logprobs: int | None = None  # N: the sampled token's logprob plus the top N
+    # Token ids are checked against the model's vocabulary when the request is served.
+    prompt: str | list[Annotated[int, Field(ge=0, lt=b.TOKEN_ID_BOUND)]]
+    max_tokens: _Positive = 16
+    logprobs: Annotated[int, Field(ge=0, le=_MAX_LOGPROBS)] | None = None  # the top N too
 
 
 class ChatRequest(_Sampling):
-    messages: list[dict[str, Any]]
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
+    messages: Annotated[list[Message], Field(min_length=1)]
+    max_tokens: _Positive | None = None
+    max_completion_tokens: _Positive | None = None
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=_MAX_LOGPROBS)] | None = None
+    # Checked by schemas.tooldefs when the prompt is rendered (errors name the field).
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: Any = None
 
 
-class LoraRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    lora_name: str
-    lora_path: str | None = None
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """A message's content as text; OpenAI content-part lists are joined."""
-    content = message.get("content") or ""
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+class LoraRequest(_Open):
+    lora_name: Annotated[str, Field(min_length=1, max_length=256)]
+    lora_path: Annotated[str, Field(max_length=4096)] | None = None
 
 
 @dataclass

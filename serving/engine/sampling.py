@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["choose_token", "processed_logprobs"]
+__all__ = ["GREEDY_BELOW", "choose_token", "processed_logprobs"]
+
+# As in vLLM: a temperature this small is greedy decoding (dividing by 5e-324 gives inf logits).
+GREEDY_BELOW = 1e-5
 
 
 def processed_logprobs(logits: torch.Tensor, temperature: float, top_k: int,
                        top_p: float) -> torch.Tensor:
     """Log-probabilities of the distribution sampled from, over the vocabulary (last dim).
 
-    ``temperature == 0`` is greedy decoding; its logprobs are of the untempered softmax, as in
-    vLLM. Tokens removed by top-k/top-p get ``-inf``.
+    A temperature below ``GREEDY_BELOW`` is greedy decoding; its logprobs are of the untempered
+    softmax, as in vLLM. Tokens removed by top-k/top-p get ``-inf``.
     """
-    scaled = logits.float() / temperature if temperature > 0 else logits.float()
+    scaled = logits.float() / temperature if temperature >= GREEDY_BELOW else logits.float()
     if 0 < top_k < scaled.shape[-1]:
         kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
@@ -26,6 +29,7 @@ def processed_logprobs(logits: torch.Tensor, temperature: float, top_k: int,
         # Drop a token when the mass before it already reaches top_p; the first always stays.
         mass_before = torch.cumsum(probs, dim=-1) - probs
         drop_sorted = mass_before >= top_p
+        drop_sorted[..., 0] = False  # even when top_p is below float32's smallest number
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         scaled = scaled.masked_fill(drop, float("-inf"))
     return torch.log_softmax(scaled, dim=-1)

@@ -4,7 +4,14 @@
 Each request gets its user's arm, a lease on the arm's checkpoint, and is streamed from the
 backend with token ids and logprobs; the client gets what it asked for plus the checkpoint
 (``checkpoint_id`` and ``arm`` fields, ``X-Rewardstream-Checkpoint`` / ``-Arm`` headers), and
-the finished completion is emitted as ``completion.served``.
+the finished completion is emitted as ``completion.served``. A chat request that offers tools
+is also judged by the gateway (``toolcheck.py``): each broken call is emitted as ``tool.called``
+with ``valid: false`` and listed to the client as ``broken_tool_calls``.
+
+Every ``/v1`` route needs a gateway API key (``auth.py``); the key names the org of every event
+the request writes and its user is pseudonymised as ingest does, so a trajectory id is one
+org's: the same id sent with another org's key is another trajectory. ``/livez``, ``/readyz``
+and the OpenAPI document are open.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,27 +29,45 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from infra.settings import Settings
-from schemas.checkpoints import CheckpointEvent
-from schemas.events import SamplingParams
+from schemas.checkpoints import CheckpointEvent, Registry
 from schemas.ids import uuid7
 from serving.gateway.arms import ArmSplit, assign_arm
+from serving.gateway.auth import AuthError, Gatekeeper, GatewayAuth
 from serving.gateway.backend import BackendClient
 from serving.gateway.errors import BackendError, GatewayError
+from serving.gateway.exchange import Exchange, backend_body
 from serving.gateway.follower import follow_checkpoints
-from serving.gateway.metadata import RequestMetadata, extract_metadata
+from serving.gateway.metadata import extract_metadata
 from serving.gateway.registry import Target
+from serving.gateway.request import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    RequestLimits,
+    check_limits,
+    check_prompt_tokens,
+    validate_request,
+)
 from serving.gateway.router import Router
 from serving.gateway.sampling import resolve_sampling, sampling_bias_warnings
-from serving.gateway.served import completion_served, event_finish_reason
+from serving.gateway.served import broken_call_events, completion_served, event_finish_reason
 from serving.gateway.sinks import EventSink
-from serving.gateway.stream import ClientView, Kind, StreamAccumulator, assemble_response, \
-    client_chunk
+from serving.gateway.stream import (
+    ClientView,
+    Kind,
+    StreamAccumulator,
+    assemble_response,
+    client_chunk,
+)
+from serving.gateway.toolcheck import offered_tools
+from serving.request_body import BODY_ERRORS, json_object, openapi_document
 from serving.sse import sse_data, sse_done
 
 __all__ = ["GatewayConfig", "create_gateway_app"]
 
 log = logging.getLogger(__name__)
 _PATHS: dict[Kind, str] = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
+_REQUESTS: dict[Kind, type[ChatCompletionRequest | CompletionRequest]] = {
+    "chat": ChatCompletionRequest, "completion": CompletionRequest}
 
 
 @dataclass(frozen=True)
@@ -58,63 +83,17 @@ class GatewayConfig:
     follow: Settings | None = None  # follow the checkpoints topic of this deployment
     initial_registry: tuple[CheckpointEvent, ...] = ()
     catch_up_timeout_s: float = 15.0
-
-
-@dataclass
-class _Exchange:
-    """One request in flight: what it was asked, where it goes, what came back so far."""
-
-    kind: Kind
-    body: dict[str, Any]
-    meta: RequestMetadata
-    arm: str
-    sampling: SamplingParams
-    view: ClientView
-    started_s: float
-    completion_id: str
-    acc: StreamAccumulator
-    target: Target | None = None
-    first_token_s: float | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    def stamp(self, public_model: str) -> dict[str, Any]:
-        assert self.target is not None
-        return {"id": self.completion_id, "model": self.body.get("model") or public_model,
-                "checkpoint_id": self.target.checkpoint_id, "arm": self.arm}
-
-    def headers(self) -> dict[str, str]:
-        assert self.target is not None
-        headers = {"X-Rewardstream-Checkpoint": self.target.checkpoint_id,
-                   "X-Rewardstream-Arm": self.arm,
-                   "X-Rewardstream-Trajectory-Id": self.meta.trajectory_id,
-                   "X-Rewardstream-Completion-Id": self.completion_id}
-        if self.warnings:
-            headers["X-Rewardstream-Sampling-Warning"] = "; ".join(self.warnings)
-        return headers
-
-
-def _backend_body(ex: _Exchange, served_name: str) -> dict[str, Any]:
-    """The client's body with what the gateway needs forced on: streaming with usage, token
-    ids, per-token logprobs, and explicit sampling parameters (never the backend's defaults)."""
-    body = {k: v for k, v in ex.body.items() if k not in ("metadata", "max_completion_tokens")}
-    body |= {
-        "model": served_name, "stream": True, "stream_options": {"include_usage": True},
-        "return_token_ids": True, "temperature": ex.sampling.temperature,
-        "top_p": ex.sampling.top_p, "top_k": ex.sampling.top_k,
-        "max_tokens": ex.sampling.max_tokens,
-    }
-    if ex.kind == "chat":
-        body["logprobs"] = True
-    elif body.get("logprobs") is None:
-        body["logprobs"] = 0  # the sampled token's logprob, no alternatives
-    return body
+    max_request_bytes: int = 8 << 20  # a 65,536-token prompt is under 1 MiB of JSON
+    limits: RequestLimits = field(default_factory=RequestLimits)
 
 
 class _Gateway:
-    def __init__(self, config: GatewayConfig, backend: BackendClient, sink: EventSink) -> None:
+    def __init__(self, config: GatewayConfig, backend: BackendClient, sink: EventSink,
+                 auth: GatewayAuth) -> None:
         self.config = config
         self.backend = backend
         self.sink = sink
+        self.gatekeeper = Gatekeeper(auth)
         self.router: Router | None = None
         self.caught_up = asyncio.Event()
 
@@ -124,13 +103,11 @@ class _Gateway:
         self.router = Router(self.backend, self.config.split, base, self.config.base_path)
         await self.router.adopt_backend_adapters()
         if self.config.initial_registry:
-            await self.router.apply({e.checkpoint_id: e for e in self.config.initial_registry})
+            await self.router.apply(Registry(self.config.initial_registry))
         if self.config.follow is None:
             return None
         task = asyncio.create_task(follow_checkpoints(
-            self.config.follow.bootstrap_servers, self.config.follow.topic_prefix,
-            self.router.apply, self.caught_up, self.config.model_family,
-        ))
+            self.config.follow, self.router.apply, self.caught_up, self.config.model_family))
         try:
             await asyncio.wait_for(self.caught_up.wait(), self.config.catch_up_timeout_s)
         except TimeoutError:
@@ -138,39 +115,53 @@ class _Gateway:
                         self.config.catch_up_timeout_s)
         return task
 
-    def exchange(self, kind: Kind, body: dict[str, Any], request: Request) -> _Exchange:
-        if body.get("n", 1) != 1:
-            raise GatewayError("n must be 1: each completion is its own trajectory step")
+    def exchange(self, kind: Kind, body: dict[str, Any], request: Request,
+                 org_id: str) -> Exchange:
+        validate_request(_REQUESTS[kind], body)
+        check_limits(kind, body, self.config.limits)
         meta = extract_metadata(request.headers, body)
+        arm = assign_arm(meta.user, self.config.split)
+        meta = replace(meta, user=self.gatekeeper.pseudonym(org_id, meta.user))
         sampling = resolve_sampling(body, self.config.default_max_tokens)
         asked_logprobs = bool(body.get("logprobs")) if kind == "chat" else \
             body.get("logprobs") is not None
         view = ClientView(kind, asked_logprobs, bool(body.get("return_token_ids")),
                           bool((body.get("stream_options") or {}).get("include_usage")))
-        ex = _Exchange(kind, body, meta, assign_arm(meta.user, self.config.split), sampling,
-                       view, time.perf_counter(), f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-"
-                       f"{uuid7().hex}", StreamAccumulator(kind))
+        completion_id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-{uuid7().hex}"
+        ex = Exchange(kind, body, org_id, meta, arm, sampling, view, time.perf_counter(),
+                      completion_id, StreamAccumulator(kind))
         ex.warnings = sampling_bias_warnings(sampling, body, self.config.reference_temperature)
+        ex.tools = offered_tools(kind, body)
         if ex.warnings:
             log.warning("completion %s: %s", ex.completion_id, "; ".join(ex.warnings))
         return ex
 
-    async def open(self, ex: _Exchange) -> tuple[AsyncExitStack, Any]:
-        """Lease the arm's checkpoint and open the backend stream; both end with the stack."""
+    async def open(self, ex: Exchange) -> tuple[AsyncExitStack, AsyncIterator[dict[str, Any]]]:
+        """Lease the arm's checkpoint and open the backend stream; both end with the stack.
+
+        The backend's first chunk is read here, before the client gets an answer: it carries
+        the prompt's token ids, and a prompt over the token limit is refused with a 400."""
         assert self.router is not None
         stack = AsyncExitStack()
         try:
             ex.target = await stack.enter_async_context(self.router.lease(ex.arm))
             stream = await self.backend.open_stream(
-                _PATHS[ex.kind], _backend_body(ex, ex.target.served_name))
+                _PATHS[ex.kind], backend_body(ex, ex.target.served_name))
             stack.push_async_callback(stream.aclose)
+            chunks = aiter(stream)
+            stack.push_async_callback(chunks.aclose)  # type: ignore[attr-defined]
+            first = await anext(chunks, None)
+            if first is not None:
+                probe = StreamAccumulator(ex.kind)
+                probe.add(first)
+                check_prompt_tokens(ex.kind, len(probe.prompt_token_ids), self.config.limits)
         except BaseException:
             await stack.aclose()
             raise
-        return stack, stream
+        return stack, _prepend(first, chunks)
 
-    async def relay(self, ex: _Exchange, stack: AsyncExitStack,
-                    stream: Any) -> AsyncIterator[dict[str, Any]]:
+    async def relay(self, ex: Exchange, stack: AsyncExitStack,
+                    stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         """The client's chunks; emits ``completion.served`` however the stream ends."""
         finish: str | None = None
         stamp = ex.stamp(self.config.public_model)
@@ -179,6 +170,8 @@ class _Gateway:
                 if ex.acc.add(chunk) and ex.first_token_s is None:
                     ex.first_token_s = time.perf_counter()
                 if (out := client_chunk(chunk, ex.view, stamp)) is not None:
+                    if ex.tools is not None and ex.acc.finish_reason and ex.broken is None:
+                        out |= ex.judge()  # on the chunk that finishes the reply
                     yield out
             finish = event_finish_reason(ex.acc.finish_reason)
         except BackendError:
@@ -188,27 +181,34 @@ class _Gateway:
             await stack.aclose()
             self.emit(ex, finish or "abort")
 
-    def emit(self, ex: _Exchange, finish_reason: str) -> None:
+    def emit(self, ex: Exchange, finish_reason: str) -> None:
         if not ex.acc.prompt_token_ids or ex.target is None:
             return  # nothing was generated: no completion to record
         now_s = time.perf_counter()
-        event = completion_served(
-            meta=ex.meta, arm=ex.arm, target=ex.target, completion_id=ex.completion_id,
-            sampling=ex.sampling, acc=ex.acc,
-            ttft_ms=((ex.first_token_s or now_s) - ex.started_s) * 1000.0,
-            latency_ms=(now_s - ex.started_s) * 1000.0, finish_reason=finish_reason,
-            now=datetime.now(UTC),
-        )
-        try:
-            self.sink.emit(event)
-        except Exception as exc:  # serving must not fail because telemetry did
+        try:  # serving must not fail because telemetry did (or a completion broke a bound)
+            event = completion_served(
+                meta=ex.meta, arm=ex.arm, target=ex.target, completion_id=ex.completion_id,
+                sampling=ex.sampling, acc=ex.acc,
+                ttft_ms=((ex.first_token_s or now_s) - ex.started_s) * 1000.0,
+                latency_ms=(now_s - ex.started_s) * 1000.0, finish_reason=finish_reason,
+                now=datetime.now(UTC), org_id=ex.org_id,
+            )
+            broken = broken_call_events(meta=ex.meta, arm=ex.arm, target=ex.target,
+                                        broken=ex.broken or [], now=datetime.now(UTC),
+                                        org_id=ex.org_id)
+            for each in (event, *broken):
+                self.sink.emit(each)
+        except Exception as exc:
             log.error("completion.served %s not emitted: %s", ex.completion_id, exc)
 
+    def admit(self, request: Request) -> str:
+        """The org of the request's API key; raises :class:`AuthError`."""
+        return self.gatekeeper.admit(request.headers, time.monotonic()).org_id
+
     async def respond(self, kind: Kind, request: Request) -> Any:
-        body = await request.json()
-        if not isinstance(body, dict):
-            raise GatewayError("the request body must be a JSON object")
-        ex = self.exchange(kind, body, request)
+        org_id = self.admit(request)
+        body = await json_object(request, self.config.max_request_bytes)
+        ex = self.exchange(kind, body, request, org_id)
         stack, stream = await self.open(ex)
         chunks = self.relay(ex, stack, stream)
         if body.get("stream"):
@@ -220,13 +220,15 @@ class _Gateway:
                                      int(time.time()))
         return JSONResponse(response, headers=ex.headers())
 
-    def health(self) -> dict[str, str]:
-        """``checkpoints``: static (not following), replaying, or following (caught up)."""
+    def readiness(self) -> tuple[bool, dict[str, str]]:
+        """Ready once routing is known: ``checkpoints`` static (not following), replaying, or
+        following (caught up with the registry)."""
         if self.config.follow is None:
             state = "static"
         else:
             state = "following" if self.caught_up.is_set() else "replaying"
-        return {"status": "ok", "checkpoints": state}
+        ready = self.router is not None and state != "replaying"
+        return ready, {"status": "ready" if ready else "starting", "checkpoints": state}
 
     def models(self) -> dict[str, Any]:
         targets = self.router.targets if self.router else {}
@@ -236,6 +238,14 @@ class _Gateway:
             "arms": {arm: {"checkpoint_id": t.checkpoint_id, "served_name": t.served_name}
                      for arm, t in targets.items()},
         }]}
+
+
+async def _prepend(first: dict[str, Any] | None,
+                   rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    if first is not None:
+        yield first
+        async for chunk in rest:
+            yield chunk
 
 
 async def _sse(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
@@ -248,12 +258,19 @@ async def _sse(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
     yield sse_done()
 
 
-def _error(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
+def _error(status: int, message: str, kind: str,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status,
+                        headers)
 
 
-def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: EventSink) -> FastAPI:
-    gateway = _Gateway(config, backend, sink)
+_AUTH_ERROR_TYPES = {401: "authentication_error", 403: "permission_error",
+                     429: "rate_limit_error"}
+
+
+def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: EventSink,
+                       auth: GatewayAuth) -> FastAPI:
+    gateway = _Gateway(config, backend, sink, auth)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -268,29 +285,49 @@ def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: Even
             sink.close()
 
     app = FastAPI(title="rewardstream model gateway", lifespan=lifespan)
+    bodies = {_PATHS[kind]: model for kind, model in _REQUESTS.items()}
+    app.openapi = lambda: openapi_document(app, bodies)  # type: ignore[method-assign]
     app.state.gateway = gateway
 
     @app.exception_handler(BackendError)
     async def _backend_error(_request: Request, exc: BackendError) -> JSONResponse:
         return _error(exc.status_code, str(exc), "BackendError")
 
+    @app.exception_handler(AuthError)
+    async def _auth_error(_request: Request, exc: AuthError) -> JSONResponse:
+        return _error(exc.status_code, str(exc), _AUTH_ERROR_TYPES[exc.status_code],
+                      exc.headers())
+
     @app.exception_handler(GatewayError)
     async def _gateway_error(_request: Request, exc: GatewayError) -> JSONResponse:
         return _error(400, str(exc), "BadRequestError")
 
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return gateway.health()
+    async def _unreadable(_request: Request, exc: Exception) -> JSONResponse:
+        return _error(exc.status_code, f"the request body cannot be read: {exc}",
+                      "BadRequestError")
+
+    for error in BODY_ERRORS:
+        app.add_exception_handler(error, _unreadable)
+
+    @app.get("/livez", summary="Liveness: the process answers")
+    async def livez() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Readiness: routing known (the registry replayed)")
+    async def readyz() -> JSONResponse:
+        ready, body = gateway.readiness()
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    async def models(request: Request) -> dict[str, Any]:
+        gateway.admit(request)
         return gateway.models()
 
-    @app.post("/v1/chat/completions")
+    @app.post(_PATHS["chat"])
     async def chat_completions(request: Request) -> Any:
         return await gateway.respond("chat", request)
 
-    @app.post("/v1/completions")
+    @app.post(_PATHS["completion"])
     async def completions(request: Request) -> Any:
         return await gateway.respond("completion", request)
 

@@ -23,7 +23,8 @@ class ArmSpec:
     """An arm's name, its share of non-holdout traffic, and what it serves.
 
     ``target`` is ``production`` (the registry's production checkpoint), ``candidate`` (the
-    newest candidate, else production), ``base`` (the backend's base model) or a checkpoint id.
+    newest candidate, else production), ``canary`` (the checkpoint whose A/B runs: it passed the
+    offline gate; else production), ``base`` (the backend's base model) or a checkpoint id.
     """
 
     name: str

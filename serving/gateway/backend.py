@@ -9,8 +9,9 @@ from typing import Any
 
 import httpx
 
+from infra.redact import redact_text, redact_url
 from serving.gateway.errors import BackendError
-from serving.sse import DONE, parse_sse_line
+from serving.sse import DONE, SseFormatError, parse_sse_line
 
 __all__ = ["BackendClient", "BackendStream"]
 
@@ -31,12 +32,15 @@ class BackendStream:
         self._response = response
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        async for line in self._response.aiter_lines():
-            payload = parse_sse_line(line)
-            if payload == DONE:
-                return
-            if isinstance(payload, dict):
-                yield payload
+        try:
+            async for line in self._response.aiter_lines():
+                payload = parse_sse_line(line)
+                if payload == DONE:
+                    return
+                if isinstance(payload, dict):
+                    yield payload
+        except (httpx.HTTPError, SseFormatError) as exc:  # the backend died or spoke nonsense
+            raise BackendError(f"the backend's stream broke off: {exc}", 502) from exc
 
     async def aclose(self) -> None:
         await self._response.aclose()
@@ -63,7 +67,7 @@ class BackendClient:
         models = await self.models()
         bases = [m["id"] for m in models if not m.get("parent")]
         if not bases:
-            raise BackendError(f"backend at {self.base_url} lists no base model")
+            raise BackendError(f"backend at {redact_url(self.base_url)} lists no base model")
         return bases[0]
 
     async def loaded_adapters(self) -> dict[str, str]:
@@ -92,7 +96,8 @@ class BackendClient:
         try:
             response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise BackendError(f"backend at {self.base_url} unreachable: {exc}", 502) from exc
+            raise BackendError(f"backend at {redact_url(self.base_url)} unreachable: "
+                               f"{redact_text(str(exc))}", 502) from exc
         if response.status_code != 200:
             await response.aread()
             await response.aclose()

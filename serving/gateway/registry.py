@@ -1,22 +1,14 @@
-"""The checkpoint registry as the gateway sees it: a pure fold over ``CheckpointEvent``s, and
-the resolution of each arm's target to a servable checkpoint.
-
-Production is the checkpoint whose newest event has status ``production`` and the highest
-``sequence``; a rolled-back checkpoint's newest status is ``rolled_back``, so the fold falls back
-to the previous production without anyone re-announcing it.
-"""
+"""Arms to servable checkpoints: which checkpoint of the registry (``schemas.checkpoints``)
+each arm is served by, and the backend model name that serves it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from schemas.checkpoints import CheckpointEvent, CheckpointStatus, by_status, newest_per_checkpoint
+from schemas.checkpoints import CheckpointEvent, Registry
 
-__all__ = ["Registry", "Target", "fold", "fold_all", "newest_candidate", "production",
-           "resolve_targets"]
-
-Registry = Mapping[str, CheckpointEvent]  # checkpoint id -> its newest event
+__all__ = ["Target", "resolve_targets"]
 
 
 @dataclass(frozen=True)
@@ -32,35 +24,9 @@ class Target:
     adapter_path: str | None = None
 
 
-def fold(registry: Registry, event: CheckpointEvent) -> dict[str, CheckpointEvent]:
-    """The registry after ``event``; a replayed older event for a checkpoint changes nothing."""
-    return newest_per_checkpoint([event], dict(registry))
-
-
-def fold_all(events: Iterable[CheckpointEvent], registry: Registry | None = None) -> dict:
-    return newest_per_checkpoint(events, dict(registry or {}))
-
-
-def _newest(registry: Registry, status: CheckpointStatus,
-            servable: set[str]) -> CheckpointEvent | None:
-    found = by_status(registry.values(), status, lambda e: e.checkpoint_id in servable)
-    return found[0] if found else None
-
-
-def _servable(registry: Registry, base_path: str | None) -> set[str]:
+def _servable(base_path: str | None) -> Callable[[CheckpointEvent], bool]:
     """Checkpoints the backend can serve: adapters, or a full model that is the base itself."""
-    return {
-        cid for cid, e in registry.items()
-        if e.adapter or (base_path is not None and e.path == base_path)
-    }
-
-
-def production(registry: Registry, base_path: str | None = None) -> CheckpointEvent | None:
-    return _newest(registry, "production", _servable(registry, base_path))
-
-
-def newest_candidate(registry: Registry, base_path: str | None = None) -> CheckpointEvent | None:
-    return _newest(registry, "candidate", _servable(registry, base_path))
+    return lambda e: e.adapter or (base_path is not None and e.path == base_path)
 
 
 def _as_target(event: CheckpointEvent | None, base: Target) -> Target:
@@ -73,20 +39,25 @@ def resolve_targets(
     registry: Registry, arm_targets: Mapping[str, str], base: Target,
     base_path: str | None = None,
 ) -> dict[str, Target]:
-    """Each arm's target: ``production`` (the base before any promotion), ``candidate`` (else
-    production), ``base``, or a pinned checkpoint id (production when it is gone or bad)."""
-    prod = _as_target(production(registry, base_path), base)
-    servable = _servable(registry, base_path)
+    """Each arm's target: ``production`` (the base before any promotion), ``candidate`` or
+    ``canary`` (else production), ``base``, or a pinned checkpoint id (production when it is
+    gone or bad)."""
+    servable = _servable(base_path)
+    prod = _as_target(registry.production(keep=servable), base)
     resolved: dict[str, Target] = {}
     for arm, target in arm_targets.items():
+        pinned = registry.latest.get(target)
         if target == "base":
             resolved[arm] = base
         elif target == "candidate":
-            candidate = newest_candidate(registry, base_path)
+            candidate = registry.candidate(keep=servable)
             resolved[arm] = prod if candidate is None else _as_target(candidate, base)
-        elif target != "production" and target in servable and \
-                registry[target].status in ("candidate", "production"):
-            resolved[arm] = _as_target(registry[target], base)
+        elif target == "canary":
+            canary = registry.canary(keep=servable)
+            resolved[arm] = prod if canary is None else _as_target(canary, base)
+        elif target != "production" and pinned is not None and servable(pinned) and \
+                pinned.status in ("candidate", "canary", "production"):
+            resolved[arm] = _as_target(pinned, base)
         else:
             resolved[arm] = prod
     return resolved

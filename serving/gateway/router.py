@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from schemas.checkpoints import CheckpointEvent
+from schemas.checkpoints import Registry
 from serving.gateway.arms import ArmSplit
 from serving.gateway.backend import BackendClient
 from serving.gateway.errors import BackendError
@@ -33,7 +33,6 @@ class Router:
         self._split = split
         self._base = base
         self._base_path = base_path
-        self.registry: dict[str, CheckpointEvent] = {}
         self.targets: dict[str, Target] = {arm: base for arm in split.targets()}
         self._loaded: dict[str, str] = {}  # served name -> adapter path, on the backend
         self._leases: Counter[str] = Counter()
@@ -54,11 +53,10 @@ class Router:
     def _routed(self) -> set[str]:
         return {target.served_name for target in self.targets.values()}
 
-    async def apply(self, registry: Mapping[str, CheckpointEvent]) -> dict[str, Target]:
+    async def apply(self, registry: Registry) -> dict[str, Target]:
         """Route by ``registry``; returns the new targets. An adapter that fails to load
         leaves its arms on their previous target (the next registry change retries)."""
         async with self._lock:
-            self.registry = dict(registry)
             wanted = resolve_targets(registry, self._split.targets(), self._base, self._base_path)
             for arm, target in wanted.items():
                 path = target.adapter_path

@@ -26,23 +26,29 @@ def _number(body: Mapping[str, Any], field: str, default: float) -> float:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise GatewayError(f"{field}={value!r} must be a number")
+        raise GatewayError(f"{field}={str(value)[:40]!r} must be a number")
     return float(value)
+
+
+def _integer(body: Mapping[str, Any], field: str) -> int | None:
+    value = body.get(field)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise GatewayError(f"{field}={str(value)[:40]!r} must be an integer")
+    return value
 
 
 def resolve_sampling(body: Mapping[str, Any], default_max_tokens: int) -> SamplingParams:
     """The explicit parameters sent to the backend: unset ones get the unbiased defaults
     (temperature 1, top_p 1, no top-k), never the backend's or the model's own defaults."""
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default_max_tokens
-    top_k = int(_number(body, "top_k", -1))
-    seed = body.get("seed")
+    max_tokens = _integer(body, "max_completion_tokens") or _integer(body, "max_tokens")
+    top_k = _integer(body, "top_k") or -1
     try:
         return SamplingParams(
             temperature=_number(body, "temperature", 1.0),
             top_p=_number(body, "top_p", 1.0),
             top_k=-1 if top_k <= 0 else top_k,
-            max_tokens=int(max_tokens),
-            seed=None if seed is None else int(seed),
+            max_tokens=max_tokens or default_max_tokens,
+            seed=_integer(body, "seed"),
         )
     except ValueError as exc:
         raise GatewayError(f"invalid sampling parameters: {exc}") from None

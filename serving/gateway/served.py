@@ -1,16 +1,27 @@
-"""The ``completion.served`` event of one finished (or cut-short) completion (pure)."""
+"""The events the gateway writes for one finished (or cut-short) completion (pure):
+``completion.served``, and a ``tool.called`` with ``valid: false`` for each broken call."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from schemas.events import CompletionServed, CompletionServedPayload, SamplingParams
+from schemas.bounds import MIN_LOGPROB
+from schemas.events import (
+    GATEWAY_PRODUCER,
+    CompletionServed,
+    CompletionServedPayload,
+    SamplingParams,
+    ToolCalled,
+    ToolCalledPayload,
+)
 from schemas.ids import uuid7
 from serving.gateway.metadata import RequestMetadata
 from serving.gateway.registry import Target
 from serving.gateway.stream import StreamAccumulator
+from serving.gateway.toolcheck import BrokenToolCall
 
-__all__ = ["completion_served", "event_finish_reason"]
+__all__ = ["broken_call_events", "completion_served", "event_finish_reason"]
 
 _FINISH_REASONS = {"stop", "length", "abort", "error"}
 
@@ -22,24 +33,44 @@ def event_finish_reason(backend_reason: str | None) -> str:
     return backend_reason if backend_reason in _FINISH_REASONS else "stop"
 
 
+def _stamped(org_id: str, now: datetime) -> dict[str, Any]:
+    """What ingest sets on the events it stores; the gateway is a server, its clock is the
+    receipt time."""
+    return {"org_id": org_id, "occurred_at": now, "sent_at": now, "received_at": now,
+            "event_time": now, "clock_skew_ms": 0, "producer": GATEWAY_PRODUCER}
+
+
 def completion_served(
     *, meta: RequestMetadata, arm: str, target: Target, completion_id: str,
     sampling: SamplingParams, acc: StreamAccumulator, ttft_ms: float, latency_ms: float,
-    finish_reason: str, now: datetime,
+    finish_reason: str, now: datetime, org_id: str,
 ) -> CompletionServed:
     """The event, or for a cut-short stream the tokens that do have a logprob."""
     kept = min(len(acc.token_ids), len(acc.logprobs))
     return CompletionServed(
         event_id=uuid7(), trajectory_id=meta.trajectory_id, session_id=meta.session_id,
-        user=meta.user, checkpoint_id=target.checkpoint_id, arm=arm, occurred_at=now,
-        sent_at=now,
+        user=meta.user, checkpoint_id=target.checkpoint_id, arm=arm, **_stamped(org_id, now),
         payload=CompletionServedPayload(
             completion_id=completion_id, model=target.served_name,
             prompt_token_ids=list(acc.prompt_token_ids),
             completion_token_ids=acc.token_ids[:kept],
-            # float rounding can put a near-certain token a hair above 0
-            behaviour_logprobs=[min(lp, 0.0) for lp in acc.logprobs[:kept]],
+            # float rounding can put a near-certain token a hair above 0; an impossible one
+            # (-inf, which backends send as -9999 or lower) is held at the schema's floor
+            behaviour_logprobs=[max(min(lp, 0.0), MIN_LOGPROB) for lp in acc.logprobs[:kept]],
             sampling=sampling, ttft_ms=ttft_ms, latency_ms=latency_ms,
             finish_reason=finish_reason,  # type: ignore[arg-type]
         ),
     )
+
+
+def broken_call_events(*, meta: RequestMetadata, arm: str, target: Target,
+                       broken: list[BrokenToolCall], now: datetime,
+                       org_id: str) -> list[ToolCalled]:
+    """One ``tool.called`` (``valid: false``) per broken call, on the completion's trajectory,
+    checkpoint and arm: recorded by the gateway, so no client can drop it."""
+    return [ToolCalled(
+        event_id=uuid7(), trajectory_id=meta.trajectory_id, session_id=meta.session_id,
+        user=meta.user, checkpoint_id=target.checkpoint_id, arm=arm, **_stamped(org_id, now),
+        payload=ToolCalledPayload(call_id=call.call_id, tool=call.tool[:64] or "unknown",
+                                  valid=False, error_kind=call.error_kind),
+    ) for call in broken]

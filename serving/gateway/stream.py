@@ -4,8 +4,9 @@ The gateway always streams from the backend, asking for token ids and per-token 
 that time to first token is measured for every request and the behaviour logprobs come from the
 sampler itself. :class:`StreamAccumulator` reads vLLM's chunk shapes (chat: ``prompt_token_ids``
 on the first chunk, ``choices[0].token_ids`` and ``choices[0].logprobs.content``; completions:
-``choices[0].prompt_token_ids``, ``choices[0].token_ids``, ``choices[0].logprobs.token_logprobs``).
-The client gets back only what it asked for, stamped with the checkpoint and arm.
+``choices[0].prompt_token_ids``, ``choices[0].token_ids``, ``choices[0].logprobs.token_logprobs``),
+and chat ``tool_calls`` deltas (index, id and name first, argument fragments after) into whole
+calls. The client gets back only what it asked for, stamped with the checkpoint and arm.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class StreamAccumulator:
     text: str = ""
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     chat_logprobs: list[dict[str, Any]] = field(default_factory=list)
     completion_logprobs: dict[str, list[Any]] = field(
         default_factory=lambda: {name: [] for name in _COMPLETION_LOGPROB_FIELDS}
@@ -62,9 +64,22 @@ class StreamAccumulator:
         new_ids = list(choice.get("token_ids") or [])
         self.token_ids.extend(new_ids)
         self._add_logprobs(choice.get("logprobs"))
-        self.text += (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+        delta = choice.get("delta") or {}
+        self.text += delta.get("content") or choice.get("text") or ""
+        self._add_tool_calls(delta.get("tool_calls") or [])
         self.finish_reason = choice.get("finish_reason") or self.finish_reason
         return len(new_ids)
+
+    def _add_tool_calls(self, deltas: list[dict[str, Any]]) -> None:
+        for delta in deltas:
+            index = delta.get("index", len(self.tool_calls))
+            while len(self.tool_calls) <= index:
+                self.tool_calls.append({"id": None, "type": "function",
+                                        "function": {"name": "", "arguments": ""}})
+            call, function = self.tool_calls[index], delta.get("function") or {}
+            call["id"] = delta.get("id") or call["id"]
+            call["function"]["name"] += function.get("name") or ""
+            call["function"]["arguments"] += function.get("arguments") or ""
 
     def _add_logprobs(self, logprobs: dict[str, Any] | None) -> None:
         if not logprobs:
@@ -117,6 +132,9 @@ def assemble_response(
     choice: dict[str, Any] = {"index": 0, "finish_reason": acc.finish_reason or "stop"}
     if acc.kind == "chat":
         choice["message"] = {"role": "assistant", "content": acc.text}
+        if acc.tool_calls:
+            choice["message"] |= {"content": acc.text if acc.text.strip() else None,
+                                  "tool_calls": acc.tool_calls}
         logprobs: Any = {"content": acc.chat_logprobs}
     else:
         choice["text"] = acc.text

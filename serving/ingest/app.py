@@ -1,8 +1,14 @@
-"""The FastAPI app: routes are thin; :mod:`serving.ingest.service` does the work."""
+"""The FastAPI app: routes are thin; :mod:`serving.ingest.service` does the work.
+
+Every refusal is a 4xx naming what to fix; the one 5xx is 503 with ``Retry-After`` while Kafka
+is unavailable. An exception nobody expected is answered 400 by a last-resort handler and
+logged with its traceback: a 500 would make clients retry the same body for ever.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import AsyncIterator
@@ -11,19 +17,24 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from infra.kafka_auth import python_client_options
 from infra.settings import Settings
 from schemas.topics import topic_name
 from serving.ingest.config import IngestConfig
 from serving.ingest.errors import IngestError
 from serving.ingest.kafka_io import EventLog, read_recent_ids
+from serving.ingest.keys import presented_key
 from serving.ingest.metrics import IngestMetrics
 from serving.ingest.models import IngestResult, Problem, event_schemas
+from serving.ingest.otlp_route import add_traces_route
 from serving.ingest.service import IngestOutcome, IngestService, KafkaUnavailable, RateLimited
+from serving.prometheus import serve_metrics
+from serving.request_body import BodyTooLarge, read_capped
 
 __all__ = ["create_app"]
 
+logger = logging.getLogger(__name__)  # not `log`: create_app's event log has that name
 _EVENTS_PATH = "/v1/events"
 
 
@@ -42,21 +53,16 @@ def _result(outcome: IngestOutcome) -> Response:
     return Response(json.dumps(body), outcome.status, media_type="application/json")
 
 
-def _presented_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return request.headers.get("x-api-key")
-
-
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"model": IngestResult, "description": "Every event accepted (or a known duplicate)"},
     207: {"model": IngestResult, "description": "Some events rejected; see `rejected`"},
-    400: {"model": Problem, "description": "The body is not a JSON array or NDJSON of objects"},
+    400: {"model": Problem, "description": "The body is not a JSON array or NDJSON of objects "
+          "(or could not be processed at all); do not resend it unchanged"},
     401: {"model": Problem, "description": "Missing or unknown API key"},
     403: {"model": IngestResult,
           "description": "The key may send none of the batch's event types"},
-    413: {"model": Problem, "description": "Over a batch cap after decompression; do not retry"},
+    413: {"model": Problem, "description": "Over a batch cap (bytes sent, bytes or events after "
+          "decompression, compression ratio); send smaller batches"},
     415: {"model": Problem, "description": "Content-Encoding is not identity, gzip or zstd"},
     429: {"model": Problem, "description": "The key is over its rate; retry after Retry-After",
           "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
@@ -88,7 +94,8 @@ def _openapi_document(app: FastAPI) -> dict[str, Any]:
 
 def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
     metrics = IngestMetrics()
-    log = EventLog(settings.bootstrap_servers, topic_name(settings.topic_prefix, "events.raw"),
+    connection = python_client_options(settings)
+    log = EventLog(connection, topic_name(settings.topic_prefix, "events.raw"),
                    topic_name(settings.topic_prefix, "events.deadletter"))
     service = IngestService(config, log, metrics)
     state = {"ready": False}
@@ -98,7 +105,7 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
         await log.start()
         since_ms = int((time.time() - config.dedupe_window_s) * 1000)
         service.remember(await read_recent_ids(
-            settings.bootstrap_servers, log.raw_topic, await log.raw_partitions(), since_ms))
+            connection, log.raw_topic, await log.raw_partitions(), since_ms))
         state["ready"] = True
         try:
             yield
@@ -111,6 +118,15 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
                   lifespan=lifespan)
     app.openapi = lambda: _openapi_document(app)  # type: ignore[method-assign]
 
+    @app.exception_handler(Exception)
+    async def last_resort(request: Request, exc: Exception) -> Response:
+        logger.error("unexpected %s on %s %s", type(exc).__name__, request.method,
+                     request.url.path, exc_info=exc)
+        metrics.unexpected_errors.inc()
+        metrics.requests.labels(status="400").inc()
+        return _problem(400, f"ingest could not process this request ({type(exc).__name__}); "
+                        "the error is logged; resending the same body will fail the same way")
+
     @app.post(_EVENTS_PATH, responses=_RESPONSES, response_model=None,
               summary="Append a batch of events (JSON array or NDJSON, optionally gzip/zstd)")
     async def post_events(request: Request) -> Response:
@@ -121,22 +137,26 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
         return response
 
     async def _handle(request: Request) -> Response:
-        key = config.keys.lookup(_presented_key(request))
+        key = config.keys.lookup(presented_key(request.headers))
         if key is None:
             return _problem(401, "missing or unknown API key: send `Authorization: Bearer <key>`")
         try:
-            outcome = await service.ingest(key, await request.body(),
-                                           request.headers.get("content-encoding"))
-        except IngestError as exc:
-            return _problem(exc.status, str(exc))
+            body = await read_capped(request.stream(), request.headers.get("content-length"),
+                                     config.caps.max_batch_bytes)
+            outcome = await service.ingest(key, body, request.headers.get("content-encoding"))
         except RateLimited as exc:
-            return _problem(429, f"API key {key.name!r} is over its rate of {key.rate_per_s:g} "
-                            "events/s", exc.retry_after_s)
+            return _problem(exc.status_code, f"API key {key.name!r} is over its rate of "
+                            f"{key.rate_per_s:g} events/s", exc.retry_after_s)
         except KafkaUnavailable as exc:
             metrics.kafka_errors.inc()
-            return _problem(503, f"Kafka is unavailable ({exc}); nothing was accepted",
-                            config.unavailable_retry_after_s)
+            return _problem(exc.status_code, f"Kafka is unavailable ({exc}); nothing was "
+                            "accepted", config.unavailable_retry_after_s)
+        except (IngestError, BodyTooLarge) as exc:
+            return _problem(exc.status_code, str(exc))
         return _result(outcome)
+
+    add_traces_route(app, service, metrics,
+                     lambda request: config.keys.lookup(presented_key(request.headers)))
 
     @app.get("/livez", summary="Liveness: the process answers")
     async def livez() -> dict[str, str]:
@@ -149,8 +169,6 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
             return _problem(503, "starting: rebuilding the dedupe window from events.raw")
         return Response(json.dumps({"status": "ready"}), media_type="application/json")
 
-    @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
-    async def prometheus_metrics() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    serve_metrics(app, metrics.registry)
 
     return app

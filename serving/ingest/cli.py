@@ -1,4 +1,5 @@
-"""``rewardstream serve ingest`` and ``rewardstream serve ingest-key``."""
+"""``rewardstream serve ingest``, and ``serve ingest-key``, the deprecated name of ``rewardstream
+keys create --for ingest``."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ def ingest(
 ) -> None:
     """Run the ingest HTTP API: POST /v1/events appends validated events to events.raw.
 
-    Reads REWARDSTREAM_INGEST_KEYS_FILE (JSON API keys, see `serve ingest-key`),
+    Reads REWARDSTREAM_INGEST_KEYS_FILE (JSON API keys, see `rewardstream keys create`; reread
+    when it changes),
     REWARDSTREAM_INGEST_PSEUDONYM_SECRET (HMAC key for user ids), optional caps
     REWARDSTREAM_INGEST_MAX_EVENT_BYTES (1 MiB), _MAX_BATCH_BYTES (10 MiB), _MAX_BATCH_EVENTS
-    (5000), _DEDUPE_WINDOW_S (86400), _DEDUPE_MAX_ENTRIES (1000000), _ACK_TIMEOUT_S (5), and the
-    broker settings (REWARDSTREAM_BOOTSTRAP_SERVERS, REWARDSTREAM_TOPIC_PREFIX).
+    (5000), _MAX_JSON_DEPTH (32), _MAX_COMPRESSION_RATIO (100), _TIMESTAMP_MAX_AGE_S (2592000,
+    30 days), _TIMESTAMP_MAX_AHEAD_S (86400), _DEDUPE_WINDOW_S (86400), _DEDUPE_MAX_ENTRIES
+    (1000000), _ACK_TIMEOUT_S (5), and the broker settings (REWARDSTREAM_BOOTSTRAP_SERVERS,
+    REWARDSTREAM_TOPIC_PREFIX).
 
     Example: rewardstream serve ingest --port 8400; then GET /docs for the OpenAPI document.
     """
@@ -35,27 +39,27 @@ def ingest(
 
 def ingest_key(
     org: str = typer.Option(..., help="The org every event sent with this key belongs to."),
-    types: str = typer.Option("*", help="Comma-separated event types the key may send, or '*'."),
+    types: str = typer.Option("*", help="Comma-separated event types the key may send, or '*' "
+                              "(every client type; completion.served only when named)."),
     name: str = typer.Option("", help="A label shown in metrics and dead-letter headers."),
     rate_per_s: float = typer.Option(2000.0, help="Sustained events per second for this key."),
     burst: float = typer.Option(10000.0, help="Events the key may send at once above the rate."),
 ) -> None:
-    """Make a new API key: prints the key (give it to the client, it is not stored) and the JSON
-    entry to add to the key file (it holds only the key's SHA-256).
+    """Deprecated: use `rewardstream keys create --for ingest` (same output).
 
-    Example: rewardstream serve ingest-key --org acme --types tool.called,edit.decided
+    Example: rewardstream keys create --for ingest --org acme --types tool.called
     """
-    from serving.ingest.keys import ApiKey, hash_key, new_key
+    from serving.ingest.keys import KeyScope
+    from serving.keys_cli import make_key
 
-    key = new_key()
-    entry = {"name": name or f"{org}-key", "key_sha256": hash_key(key), "org_id": org,
-             "event_types": [t.strip() for t in types.split(",") if t.strip()],
-             "rate_per_s": rate_per_s, "burst": burst}
-    ApiKey.from_entry(entry, 0)  # refuses unknown event types before anything is printed
+    typer.echo("`serve ingest-key` is deprecated and will be removed: use `rewardstream keys "
+               "create --for ingest` (and `keys list`, `keys revoke`)", err=True)
+    key, entry = make_key(KeyScope.INGEST, [org], name or f"{org}-key",
+                          [t.strip() for t in types.split(",") if t.strip()], rate_per_s, burst)
     typer.echo(f"key:   {key}")
-    typer.echo(f"entry: {json.dumps(entry)}")
+    typer.echo(f"entry: {json.dumps(entry.to_entry())}")
 
 
 def register(serve_app: typer.Typer) -> None:
     serve_app.command("ingest")(ingest)
-    serve_app.command("ingest-key")(ingest_key)
+    serve_app.command("ingest-key", deprecated=True)(ingest_key)

@@ -5,20 +5,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from serving.ingest.errors import IngestConfigError
-from serving.ingest.keys import KeyRing
+from serving.ingest.keys import KeyRing, KeySource, load_keys, pseudonym_secret
 from serving.ingest.limits import Caps
 
 __all__ = ["IngestConfig", "load_ingest_config"]
 
 _PREFIX = "REWARDSTREAM_INGEST_"
+_MAX_WINDOW_S = 366 * 86_400.0  # a timestamp window wider than a year checks nothing useful
 
 
 @dataclass(frozen=True)
 class IngestConfig:
-    keys: KeyRing
+    keys: KeySource
     pseudonym_secret: bytes  # HMAC key for user pseudonyms; keep it stable, or joins break
     caps: Caps = field(default_factory=Caps)
     dedupe_window_s: float = 24 * 3600.0
@@ -26,6 +26,15 @@ class IngestConfig:
     ack_timeout_s: float = 5.0  # how long a request waits for Kafka before answering 503
     unavailable_retry_after_s: int = 5
     max_future_s: float = 1.0  # event times later than receipt + this are clamped
+    # occurred_at and sent_at must lie in [receipt - max age, receipt + max ahead]. The SDK keeps
+    # unsent events on disk, so a laptop offline for weeks sends old events when it is back:
+    # 30 days covers that (and a month-long vacation); older is a broken clock or a bug.
+    # Ahead: a clock set to local time but labelled UTC is off by up to 14 hours.
+    timestamp_max_age_s: float = 30 * 86_400.0
+    timestamp_max_ahead_s: float = 86_400.0
+    # The span attribute (e.g. gen_ai.conversation.id) whose value is an OTLP span's
+    # trajectory; None: the trace is the trajectory (serving/ingest/otlp_mapping.py).
+    otlp_trajectory_attribute: str | None = None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -41,42 +50,39 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _keys(env: Mapping[str, str]) -> KeyRing:
-    inline, path = env.get(_PREFIX + "KEYS"), env.get(_PREFIX + "KEYS_FILE")
-    if inline:
-        return KeyRing.from_json(inline, f"{_PREFIX}KEYS")
-    if path:
-        try:
-            return KeyRing.from_json(Path(path).read_text(), path)
-        except OSError as exc:
-            raise IngestConfigError(f"cannot read {_PREFIX}KEYS_FILE={path}: {exc}") from None
-    raise IngestConfigError(
-        f"no API keys configured: set {_PREFIX}KEYS_FILE to a JSON key file (or {_PREFIX}KEYS to "
-        "its contents); `rewardstream serve ingest-key --org ORG` makes a key and its entry"
-    )
+def _at_most(env: Mapping[str, str], name: str, default: float, limit: float) -> float:
+    value = _number(env, name, default)
+    if value > limit:
+        raise IngestConfigError(f"{_PREFIX}{name} must be at most {limit:g}, got {value:g}")
+    return value
 
 
 def load_ingest_config(env: Mapping[str, str] | None = None) -> IngestConfig:
     env = os.environ if env is None else env
-    secret = env.get(_PREFIX + "PSEUDONYM_SECRET")
-    if not secret or len(secret) < 16:
-        raise IngestConfigError(
-            f"{_PREFIX}PSEUDONYM_SECRET must be set to a secret of 16+ characters (the HMAC key "
-            "that pseudonymises user ids); keep it stable across restarts"
-        )
+    secret = pseudonym_secret(env)
     defaults = Caps()
     caps = Caps(
         max_event_bytes=int(_number(env, "MAX_EVENT_BYTES", defaults.max_event_bytes)),
         max_batch_bytes=int(_number(env, "MAX_BATCH_BYTES", defaults.max_batch_bytes)),
         max_batch_events=int(_number(env, "MAX_BATCH_EVENTS", defaults.max_batch_events)),
+        # jiter, which validates events, stops at 200 levels whatever this says.
+        max_json_depth=int(_at_most(env, "MAX_JSON_DEPTH", defaults.max_json_depth, 200)),
+        max_compression_ratio=int(
+            _number(env, "MAX_COMPRESSION_RATIO", defaults.max_compression_ratio)),
     )
     base = IngestConfig(keys=KeyRing([]), pseudonym_secret=b"")
     return IngestConfig(
-        keys=_keys(env), pseudonym_secret=secret.encode(), caps=caps,
+        keys=load_keys(env, _PREFIX), pseudonym_secret=secret, caps=caps,
         dedupe_window_s=_number(env, "DEDUPE_WINDOW_S", base.dedupe_window_s),
         dedupe_max_entries=int(_number(env, "DEDUPE_MAX_ENTRIES", base.dedupe_max_entries)),
         ack_timeout_s=_number(env, "ACK_TIMEOUT_S", base.ack_timeout_s),
         unavailable_retry_after_s=int(
             _number(env, "UNAVAILABLE_RETRY_AFTER_S", base.unavailable_retry_after_s)),
         max_future_s=_number(env, "MAX_FUTURE_S", base.max_future_s),
+        timestamp_max_age_s=_at_most(env, "TIMESTAMP_MAX_AGE_S", base.timestamp_max_age_s,
+                                     _MAX_WINDOW_S),
+        timestamp_max_ahead_s=_at_most(env, "TIMESTAMP_MAX_AHEAD_S", base.timestamp_max_ahead_s,
+                                       _MAX_WINDOW_S),
+        otlp_trajectory_attribute=env.get(_PREFIX + "OTLP_TRAJECTORY_ATTRIBUTE", "").strip()
+        or None,
     )

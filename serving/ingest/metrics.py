@@ -28,6 +28,17 @@ class IngestMetrics:
         self.kafka_errors = Counter("rewardstream_ingest_kafka_errors_total",
                                     "Requests answered 503 because Kafka did not acknowledge",
                                     registry=r)
+        self.unexpected_errors = Counter(
+            "rewardstream_ingest_unexpected_errors_total",
+            "Requests answered 400 by the last-resort handler (a bug: see the log)", registry=r)
+        self.otlp_requests = Counter("rewardstream_ingest_otlp_requests_total",
+                                     "Requests to POST /v1/traces (OTLP), by HTTP status",
+                                     ["status"], registry=r)
+        self.otlp_spans = Counter(
+            "rewardstream_ingest_otlp_spans_total",
+            "OTLP spans by what became of them: events (all accepted or duplicates), rejected, "
+            "or ignored_<reason> (no event: model_call, not_genai, operation_not_mapped)",
+            ["outcome"], registry=r)
         self.dedupe_entries = Gauge("rewardstream_ingest_dedupe_entries",
                                     "Event ids held in the dedupe window", registry=r)
         self.dedupe_evicted_early = Gauge(

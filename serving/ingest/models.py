@@ -14,7 +14,8 @@ __all__ = ["IngestResult", "Problem", "Rejection", "event_schemas"]
 class Rejection(BaseModel):
     index: int = Field(description="Position of the event in the request body (0-based)")
     event_id: str | None = Field(description="The event_id the event claimed, if readable")
-    kind: str = Field(description="schema_violation, type_not_allowed or event_too_large")
+    kind: str = Field(description="event_too_large, malformed_json, schema_violation, "
+                      "type_not_allowed, time_out_of_window or unprocessable")
     field: str | None = Field(description="Dotted path of the offending field, e.g. payload.turns")
     reason: str = Field(description="What is wrong, naming the field")
 

@@ -9,31 +9,49 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache, partial
 from uuid import UUID
 
+from schemas.dedupe import DedupeWindow
 from serving.ingest.body import decompress, split_events
 from serving.ingest.config import IngestConfig
-from serving.ingest.dedupe import DedupeWindow
+from serving.ingest.errors import IngestError
 from serving.ingest.kafka_io import EventLog
 from serving.ingest.keys import ApiKey, pseudonymise
 from serving.ingest.limits import RateLimiter
 from serving.ingest.metrics import IngestMetrics
-from serving.ingest.verdicts import Accepted, Rejected, judge_event, response_status
+from serving.ingest.verdicts import (
+    Accepted,
+    EventRules,
+    Rejected,
+    judge_events,
+    response_status,
+)
 
 __all__ = ["IngestOutcome", "IngestService", "KafkaUnavailable", "RateLimited"]
 
 
-class KafkaUnavailable(Exception):
-    """Kafka did not acknowledge in time; the answer is 503 and nothing counts as accepted."""
+def _as_judged(rejected: Rejected) -> Rejected:
+    return rejected
 
 
-@dataclass(frozen=True)
-class RateLimited(Exception):
-    retry_after_s: float
+class KafkaUnavailable(IngestError):
+    """Kafka did not acknowledge in time; nothing counts as accepted."""
+
+    status_code = 503
+
+
+class RateLimited(IngestError):
+    """The key is over its rate; retry after ``retry_after_s``."""
+
+    status_code = 429
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"over the key's rate; retry after {retry_after_s:.1f} s")
+        self.retry_after_s = retry_after_s
 
 
 @dataclass
@@ -49,31 +67,48 @@ class IngestService:
         self.config = config
         self.log = log
         self.metrics = metrics
-        self.dedupe = DedupeWindow(config.dedupe_window_s, config.dedupe_max_entries)
+        # Keyed by (org, event id): another org's event with the same id is another event.
+        self.dedupe: DedupeWindow[tuple[str, int]] = DedupeWindow(config.dedupe_max_entries,
+                                                                  config.dedupe_window_s)
         self._limiter = RateLimiter()
-        self._in_flight: dict[int, asyncio.Future[None]] = {}
+        self._rules = EventRules(
+            max_event_bytes=config.caps.max_event_bytes, max_json_depth=config.caps.max_json_depth,
+            max_age=timedelta(seconds=config.timestamp_max_age_s),
+            max_ahead=timedelta(seconds=config.timestamp_max_ahead_s),
+            max_future=timedelta(seconds=config.max_future_s))
+        self._in_flight: dict[tuple[str, int], asyncio.Future[None]] = {}
         # The same users send event after event; caching their pseudonyms saves an HMAC each.
         self._pseudonym = lru_cache(maxsize=65_536)(partial(pseudonymise, config.pseudonym_secret))
 
-    def remember(self, seen: Sequence[tuple[UUID, float]]) -> None:
+    def remember(self, seen: Sequence[tuple[str, UUID, float]]) -> None:
         now_s = time.time()
-        for event_id, seen_s in seen:
-            self.dedupe.add(event_id, seen_s, now_s)
+        for org_id, event_id, seen_s in seen:
+            self.dedupe.add((org_id, event_id.int), seen_s, now_s)
         self._update_gauges()
 
     async def ingest(self, key: ApiKey, body: bytes, content_encoding: str | None) -> IngestOutcome:
         caps = self.config.caps
-        raws = split_events(decompress(body, content_encoding, caps.max_batch_bytes), caps)
-        wait_s = self._limiter.take(key.key_sha256, key.rate_per_s, key.burst, len(raws),
-                                    time.monotonic())
+        raws = split_events(decompress(body, content_encoding, caps), caps)
+        return await self.ingest_events(key, raws)
+
+    async def ingest_events(
+        self, key: ApiKey, raws: Sequence[bytes], *,
+        relabel: Callable[[Rejected], Rejected] = _as_judged,
+        prejudged: Sequence[Rejected] = (),
+    ) -> IngestOutcome:
+        """Judge each event's bytes, append the fresh ones and dead-letter the rejected ones.
+
+        Another encoding (OTLP) passes the events it made, ``relabel`` to name its own fields in
+        the rejections before they are answered and dead-lettered, and the items it could not
+        make into events at all (``prejudged``, indexed after ``raws``)."""
+        wait_s = self._limiter.take(key.key_sha256, key.rate_per_s, key.burst,
+                                    len(raws) + len(prejudged), time.monotonic())
         if wait_s > 0:
             raise RateLimited(wait_s)
-        received_at = datetime.now(timezone.utc)
-        max_future = timedelta(seconds=self.config.max_future_s)
-        verdicts = [judge_event(i, raw, key, received_at, self._pseudonym, caps.max_event_bytes,
-                                max_future) for i, raw in enumerate(raws)]
+        received_at = datetime.now(UTC)
+        verdicts = judge_events(raws, key, received_at, self._pseudonym, self._rules)
         accepted = [v for v in verdicts if isinstance(v, Accepted)]
-        rejected = [v for v in verdicts if isinstance(v, Rejected)]
+        rejected = [relabel(v) for v in verdicts if isinstance(v, Rejected)] + list(prejudged)
         fresh, duplicates = await self._split_duplicates(accepted)
         await self._append(fresh, rejected, key, received_at)
         self._count(fresh, duplicates, rejected)
@@ -86,22 +121,22 @@ class IngestService:
     async def _split_duplicates(
         self, accepted: list[Accepted],
     ) -> tuple[list[Accepted], list[Accepted]]:
-        pending = {self._in_flight[a.event_id.int] for a in accepted
-                   if a.event_id.int in self._in_flight}
+        pending = {self._in_flight[a.dedupe_key] for a in accepted
+                   if a.dedupe_key in self._in_flight}
         if pending:
             await asyncio.wait(pending, timeout=self.config.ack_timeout_s)
-            if any(a.event_id.int in self._in_flight for a in accepted):
+            if any(a.dedupe_key in self._in_flight for a in accepted):
                 raise KafkaUnavailable("an earlier append of these events is still unacknowledged")
         now_s = time.time()
         fresh: list[Accepted] = []
         duplicates: list[Accepted] = []
-        batch_ids: set[int] = set()
+        batch_ids: set[tuple[str, int]] = set()
         for event in accepted:
-            as_int = event.event_id.int
-            if as_int in batch_ids or self.dedupe.contains(event.event_id, now_s):
+            key = event.dedupe_key
+            if key in batch_ids or self.dedupe.contains(key, now_s):
                 duplicates.append(event)
             else:
-                batch_ids.add(as_int)
+                batch_ids.add(key)
                 fresh.append(event)
         return fresh, duplicates
 
@@ -111,9 +146,9 @@ class IngestService:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         for event in fresh:
-            self._in_flight[event.event_id.int] = done
+            self._in_flight[event.dedupe_key] = done
         try:
-            futures = await self.log.append(fresh, int(received_at.timestamp() * 1000))
+            futures = await self.log.append(fresh, key.org_id, int(received_at.timestamp() * 1000))
             futures += await self.log.deadletter(rejected, key, received_at)
         except Exception:
             self._settle(fresh, received_at.timestamp(), [], done)
@@ -132,12 +167,12 @@ class IngestService:
     def _settle(self, fresh: list[Accepted], seen_s: float, results: list[object],
                 done: asyncio.Future[None]) -> None:
         now_s = time.time()
-        for event, result in zip(fresh, results):
+        for event, result in zip(fresh, results, strict=False):
             if not isinstance(result, BaseException):
-                self.dedupe.add(event.event_id, seen_s, now_s)
+                self.dedupe.add(event.dedupe_key, seen_s, now_s)
         for event in fresh:
-            if self._in_flight.get(event.event_id.int) is done:
-                del self._in_flight[event.event_id.int]
+            if self._in_flight.get(event.dedupe_key) is done:
+                del self._in_flight[event.dedupe_key]
         if not done.done():
             done.set_result(None)
         self._update_gauges()

@@ -1,30 +1,56 @@
-"""Per-event verdicts: each event is judged on its own, so one bad event never sinks a batch."""
+"""Per-event verdicts: each event is judged on its own, so one bad event never sinks a batch.
+
+In order: size, JSON structure (nesting, repeated keys, UTF-8, syntax), the schema's bounds,
+the key's event types, and the timestamps' window around the server clock. Whatever is wrong
+is named by its field and a reason; both are clipped, so a hostile key name of a megabyte
+cannot make the answer or the dead-letter headers too large for the broker.
+"""
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
+import jiter
 from pydantic import ValidationError
 
-from schemas.event_time import DEFAULT_MAX_FUTURE, derive_event_time
-from schemas.events import EventAdapter, first_error, parse_event, with_ingest_fields
+from schemas.event_time import DEFAULT_MAX_FUTURE, ReceiptClock
+from schemas.events import Event, dump_event, first_error, parse_event, with_ingest_fields
 from serving.ingest.keys import ApiKey
+from serving.jsonscan import DEFAULT_MAX_DEPTH, check_document
 
 __all__ = [
     "Accepted",
+    "EventRules",
     "REJECTION_KINDS",
     "Rejected",
     "Verdict",
     "judge_event",
+    "judge_events",
     "response_status",
 ]
 
+log = logging.getLogger(__name__)
+
 # Why an event was rejected; these are the metric labels and the dead-letter "kind" header.
-REJECTION_KINDS = ("schema_violation", "type_not_allowed", "event_too_large")
+REJECTION_KINDS = ("event_too_large", "malformed_json", "schema_violation", "type_not_allowed",
+                   "time_out_of_window", "unprocessable")
+_FIELD_MAX_CHARS = 200
+_REASON_MAX_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class EventRules:
+    """What an event must satisfy beyond its schema, and how its time is derived."""
+
+    max_event_bytes: int = 1 << 20
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    max_age: timedelta = timedelta(days=30)  # occurred_at / sent_at this far before receipt
+    max_ahead: timedelta = timedelta(days=1)  # ... and this far after it
+    max_future: timedelta = DEFAULT_MAX_FUTURE  # event times later than receipt + this clamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +59,12 @@ class Accepted:
     event_id: UUID
     trajectory_id: str
     stored: bytes  # the envelope as appended to events.raw, ingest fields set
+    org_id: str
+
+    @property
+    def dedupe_key(self) -> tuple[str, int]:
+        """Another org's event with the same id is another event."""
+        return self.org_id, self.event_id.int
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,14 +80,131 @@ class Rejected:
 Verdict = Accepted | Rejected
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _claimed_event_id(raw: bytes) -> str | None:
     """The event_id a rejected event claims, if it has a readable one (for the client's map)."""
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
+    try:  # jiter does not recurse without bound; a cut-off head still yields its first fields
+        value = jiter.from_json(raw[:4096], partial_mode="trailing-strings")
+    except ValueError:
         return None
     claimed = value.get("event_id") if isinstance(value, dict) else None
     return claimed[:64] if isinstance(claimed, str) else None
+
+
+def _rejected(index: int, raw: bytes, kind: str, field: str | None, reason: str,
+              event_id: str | None = None) -> Rejected:
+    claimed = event_id if event_id is not None else _claimed_event_id(raw)
+    return Rejected(index, claimed, kind, field, _clip(reason, _REASON_MAX_CHARS), raw)
+
+
+def _span(delta: timedelta) -> str:
+    days, seconds = divmod(int(delta.total_seconds()), 86_400)
+    if seconds == 0:
+        return f"{days} day{'s' if days != 1 else ''}"
+    return f"{delta.total_seconds() / 3600:g} hours"
+
+
+@dataclass(frozen=True, slots=True)
+class _Receipt:
+    """What every event of one request is judged against, worked out once per request."""
+
+    key: ApiKey
+    pseudonym: Callable[[str, str], str]
+    rules: EventRules
+    clock: ReceiptClock
+    earliest: datetime  # client timestamps before this are too old
+    latest: datetime  # ... and after this too far ahead
+    producer: str
+
+    @classmethod
+    def at(cls, received_at: datetime, key: ApiKey, pseudonym: Callable[[str, str], str],
+           rules: EventRules) -> _Receipt:
+        return cls(key, pseudonym, rules,
+                   ReceiptClock(received_at, rules.max_future, rules.max_age + rules.max_ahead),
+                   received_at - rules.max_age, received_at + rules.max_ahead,
+                   f"ingest:{key.name}")
+
+
+def _outside_window(event: Event, receipt: _Receipt) -> tuple[str, str] | None:
+    """(field, why) when a client timestamp is too far from the server clock, naming the time as
+    the client wrote it; None when fine."""
+    received_at, rules = receipt.clock.received_at, receipt.rules
+    for name in ("occurred_at", "sent_at"):
+        value: datetime = getattr(event, name)
+        if value < receipt.earliest:
+            return name, (f"{name}: {value.isoformat()} is more than {_span(rules.max_age)} "
+                          f"before the server clock ({received_at.isoformat()}); the client's "
+                          "clock is wrong or the event was held too long")
+        if value > receipt.latest:
+            return name, (f"{name}: {value.isoformat()} is more than {_span(rules.max_ahead)} "
+                          f"after the server clock ({received_at.isoformat()}); the client's "
+                          "clock is wrong")
+    return None
+
+
+def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
+    rules, key = receipt.rules, receipt.key
+    if len(raw) > rules.max_event_bytes:
+        return _rejected(index, raw, "event_too_large", None,
+                         f"the event is {len(raw)} bytes, over the {rules.max_event_bytes} byte "
+                         "cap")
+    problem = check_document(raw, rules.max_json_depth)
+    if problem is not None:
+        field = problem.field or "(event)"
+        return _rejected(index, raw, "malformed_json", field, f"{field}: {problem.reason}")
+    try:
+        event = parse_event(raw)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        field = _clip(field, _FIELD_MAX_CHARS)  # an unknown key's name may be a megabyte long
+        return _rejected(index, raw, "schema_violation", field, f"{field}: {message}")
+    if not key.allows(event.type):
+        return _rejected(index, raw, "type_not_allowed", "type",
+                         f"type: API key {key.name!r} may not send {event.type!r} events",
+                         str(event.event_id))
+    # The parsed times carry pydantic's own tzinfo, whose utcoffset() every comparison with
+    # another zone calls again (about a microsecond each): converted once, the window and the
+    # event time cost plain comparisons.
+    occurred_at, sent_at = event.occurred_at.astimezone(UTC), event.sent_at.astimezone(UTC)
+    earliest, latest = receipt.earliest, receipt.latest
+    if not (earliest <= occurred_at <= latest and earliest <= sent_at <= latest):
+        late_or_early = _outside_window(event, receipt)
+        if late_or_early is not None:
+            return _rejected(index, raw, "time_out_of_window", *late_or_early,
+                             str(event.event_id))
+    derived = receipt.clock.derive(occurred_at, sent_at)
+    stored = with_ingest_fields(
+        event, org_id=key.org_id, user=receipt.pseudonym(key.org_id, event.user),
+        received_at=receipt.clock.received_at, event_time=derived.event_time,
+        clock_skew_ms=derived.clock_skew_ms, producer=receipt.producer,
+    )
+    return Accepted(index, event.event_id, event.trajectory_id, dump_event(stored), key.org_id)
+
+
+def _judge_or_dead_letter(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
+    try:
+        return _judge(index, raw, receipt)
+    except Exception as exc:  # a bug here must cost this event (dead-lettered), not the batch
+        log.exception("ingest could not judge event %d", index)
+        return _rejected(index, raw, "unprocessable", None,
+                         f"ingest could not process this event ({type(exc).__name__}); it is "
+                         "kept on the dead-letter topic for replay once fixed")
+
+
+def judge_events(
+    raws: Sequence[bytes],
+    key: ApiKey,
+    received_at: datetime,
+    pseudonym: Callable[[str, str], str],
+    rules: EventRules = EventRules(),
+) -> list[Verdict]:
+    """Each of ``raws`` (indexed from 0) accepted as the envelope to store, or rejected with the
+    field at fault; each on its own, so one bad event never costs another."""
+    receipt = _Receipt.at(received_at, key, pseudonym, rules)
+    return [_judge_or_dead_letter(i, raw, receipt) for i, raw in enumerate(raws)]
 
 
 def judge_event(
@@ -64,29 +213,10 @@ def judge_event(
     key: ApiKey,
     received_at: datetime,
     pseudonym: Callable[[str, str], str],
-    max_event_bytes: int,
-    max_future: timedelta = DEFAULT_MAX_FUTURE,
+    rules: EventRules = EventRules(),
 ) -> Verdict:
     """Accept ``raw`` as the envelope to store, or reject it with the field at fault."""
-    if len(raw) > max_event_bytes:
-        return Rejected(index, _claimed_event_id(raw[:4096]), "event_too_large", None,
-                        f"the event is {len(raw)} bytes, over the {max_event_bytes} byte cap",
-                        raw)
-    try:
-        event = parse_event(raw)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        return Rejected(index, _claimed_event_id(raw), "schema_violation", field,
-                        f"{field}: {message}", raw)
-    if not key.allows(event.type):
-        return Rejected(index, str(event.event_id), "type_not_allowed", "type",
-                        f"type: API key {key.name!r} may not send {event.type!r} events", raw)
-    derived = derive_event_time(event.occurred_at, event.sent_at, received_at, max_future)
-    stored = with_ingest_fields(
-        event, org_id=key.org_id, user=pseudonym(key.org_id, event.user), received_at=received_at,
-        event_time=derived.event_time, clock_skew_ms=derived.clock_skew_ms,
-    )
-    return Accepted(index, event.event_id, event.trajectory_id, EventAdapter.dump_json(stored))
+    return _judge_or_dead_letter(index, raw, _Receipt.at(received_at, key, pseudonym, rules))
 
 
 def response_status(accepted_or_duplicate: int, rejections: Sequence[Rejected]) -> int:

@@ -1,34 +1,54 @@
-"""The A/B report: relative changes with confidence intervals, and a sample-ratio check.
+"""The A/B report: changes with confidence intervals, and a sample-ratio check.
 
-Each row compares per-trajectory means of the candidate against the baseline: relative change
-``m1/m0 − 1`` with a delta-method interval (``stats.relative_change``). The sample-ratio
-mismatch (SRM) check is Pearson's chi-square of the trajectory counts against the intended
-split; a p-value under ``srm_alpha`` means the assignment, not the policy, may explain the
-differences, and the table should not be trusted.
+Each row compares per-trajectory means of the candidate against the baseline. Rates, kept edits
+and latency change relatively, ``m1/m0 − 1``, with a delta-method interval
+(``stats.relative_change``); the reward, a signed score with no natural zero (a relative change
+of it flips sign with its baseline), changes as a difference ``m1 − m0`` in reward units
+(``stats.difference``), and so does a rate whose baseline is 0 (no relative change from
+nothing, but a difference still has an interval). The sample-ratio mismatch (SRM) check is
+Pearson's chi-square of the trajectory counts against the intended split; a p-value under
+``srm_alpha`` means the assignment, not the policy, may explain the differences, and the table
+should not be trusted.
+
+The rewards topic may hold a record twice (the reward join is at-least-once; a repeat is
+identical): each record key counts once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from schemas.metrics import MetricStat
 from schemas.rewards import RewardRecord
 from streams.monitors.errors import MonitorInputError
-from streams.monitors.stats import chi_square_sf, relative_change, z_for_confidence
-from streams.monitors.windows import reward_contributions
-
-__all__ = ["ROWS", "AbReport", "AbRow", "build_report", "format_report", "sample_ratio_mismatch"]
-
-# (label, metric of reward_contributions, which way is better)
-ROWS: tuple[tuple[str, str, str], ...] = (
-    ("Edits kept (per trajectory)", "kept_edits", "up"),
-    ("Dissatisfied follow-ups", "dissatisfied_followup_rate", "down"),
-    ("Latency (ms)", "latency_ms", "down"),
-    ("Reward", "reward", "up"),
-    ("Broken tool calls (trajectories)", "broken_call_trajectory_rate", "down"),
+from streams.monitors.stats import (
+    chi_square_sf,
+    difference,
+    relative_change,
+    z_for_confidence,
 )
+from streams.monitors.windows import reward_contributions, reward_record_id
+
+__all__ = ["ROWS", "AbReport", "AbRow", "build_report", "format_change", "format_report",
+           "sample_ratio_mismatch"]
+
+Scale = Literal["relative", "difference"]
+
+# (label, metric of reward_contributions, which way is better, how its change is expressed)
+ROWS: tuple[tuple[str, str, str, Scale], ...] = (
+    ("Edits kept (per trajectory)", "kept_edits", "up", "relative"),
+    ("Dissatisfied follow-ups", "dissatisfied_followup_rate", "down", "relative"),
+    ("Latency (ms)", "latency_ms", "down", "relative"),
+    ("Broken tool calls (trajectories)", "broken_call_trajectory_rate", "down", "relative"),
+    ("Reward", "reward", "up", "difference"),
+)
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isnan(value) else value
 
 
 @dataclass(frozen=True)
@@ -36,9 +56,10 @@ class AbRow:
     label: str
     metric: str
     better: str
+    scale: Scale
     baseline: float
     candidate: float
-    relative: float
+    change: float  # relative (0.1 = +10%) or a difference in the metric's units, per ``scale``
     low: float
     high: float
 
@@ -49,6 +70,12 @@ class AbRow:
         improved = (self.low > 0) == (self.better == "up")
         return "better" if improved else "worse"
 
+    def evidence(self) -> dict[str, Any]:
+        return {"metric": self.metric, "scale": self.scale, "better": self.better,
+                "baseline": _finite(self.baseline), "candidate": _finite(self.candidate),
+                "change": _finite(self.change), "low": _finite(self.low),
+                "high": _finite(self.high), "verdict": self.verdict}
+
 
 @dataclass(frozen=True)
 class AbReport:
@@ -56,6 +83,7 @@ class AbReport:
     candidate: str
     n_baseline: int
     n_candidate: int
+    shares: tuple[float, float]  # the intended split, baseline/candidate
     confidence: float
     rows: tuple[AbRow, ...]
     srm_statistic: float
@@ -66,6 +94,18 @@ class AbReport:
     def srm_detected(self) -> bool:
         return self.srm_p_value < self.srm_alpha
 
+    def row(self, metric: str) -> AbRow:
+        return next(r for r in self.rows if r.metric == metric)
+
+    def evidence(self) -> dict[str, Any]:
+        """JSON-able: what a registry event records of the A/B."""
+        return {"baseline": self.baseline, "candidate": self.candidate,
+                "n_baseline": self.n_baseline, "n_candidate": self.n_candidate,
+                "shares": list(self.shares), "confidence": self.confidence,
+                "rows": [r.evidence() for r in self.rows],
+                "srm": {"statistic": self.srm_statistic, "p_value": self.srm_p_value,
+                        "alpha": self.srm_alpha, "detected": self.srm_detected}}
+
 
 def sample_ratio_mismatch(counts: list[int], shares: list[float]) -> tuple[float, float]:
     """Pearson χ² of observed counts against expected shares, and its p-value (df = k − 1)."""
@@ -73,19 +113,22 @@ def sample_ratio_mismatch(counts: list[int], shares: list[float]) -> tuple[float
     if total == 0 or len(counts) != len(shares) or len(counts) < 2:
         raise MonitorInputError("shares: give one positive share per arm and at least two arms")
     expected = [total * s / share_sum for s in shares]
-    statistic = sum((o - e) ** 2 / e for o, e in zip(counts, expected))
+    statistic = sum((o - e) ** 2 / e for o, e in zip(counts, expected, strict=False))
     return statistic, chi_square_sf(statistic, len(counts) - 1)
 
 
-def _accumulate(records: Iterable[RewardRecord], arm_of) -> dict[str, dict[str, MetricStat]]:
+def _accumulate(records: Iterable[RewardRecord],
+                arm_of: Callable[[RewardRecord], str | None]) -> dict[str, dict[str, MetricStat]]:
     sides: dict[str, dict[str, list[float]]] = {}
+    seen: set[str] = set()
     for record in records:
         side = arm_of(record)
-        if side is None:
+        if side is None or (key := reward_record_id(record)) in seen:
             continue
+        seen.add(key)
         sums = sides.setdefault(side, {})
         contributions = reward_contributions(record)
-        for _, metric, _ in ROWS:
+        for _, metric, _, _ in ROWS:
             _, value = contributions[metric]
             n, total, squares = sums.get(metric, (0.0, 0.0, 0.0))
             sums[metric] = [n + 1, total + value, squares + value * value]
@@ -96,14 +139,17 @@ def _accumulate(records: Iterable[RewardRecord], arm_of) -> dict[str, dict[str, 
 def build_report(
     records: Iterable[RewardRecord], baseline: str, candidate: str, *, by: str = "arm",
     shares: tuple[float, float] = (1.0, 1.0), confidence: float = 0.95,
-    srm_alpha: float = 0.001,
+    srm_alpha: float = 0.001, org: str | None = None,
 ) -> AbReport:
-    """Compare records whose ``by`` field ("arm" or "checkpoint") is baseline vs candidate."""
+    """Compare records whose ``by`` field ("arm" or "checkpoint") is baseline vs candidate;
+    those of one ``org`` only when it is given."""
     field = {"arm": "arm", "checkpoint": "checkpoint_id"}.get(by)
     if field is None:
         raise MonitorInputError(f"by={by!r}: choose 'arm' or 'checkpoint'")
 
     def arm_of(record: RewardRecord) -> str | None:
+        if org is not None and record.org_id != org:
+            return None
         value = getattr(record, field)
         return value if value in (baseline, candidate) else None
 
@@ -112,33 +158,44 @@ def build_report(
         if name not in sides:
             raise MonitorInputError(
                 f"--{'baseline' if name == baseline else 'candidate'} {name!r}: no reward records "
-                f"with that {by}; check the name or use --by checkpoint")
+                f"with that {by}{f' of org {org!r}' if org else ''}; check the name or use "
+                "--by checkpoint")
     z = z_for_confidence(confidence)
     rows = []
-    for label, metric, better in ROWS:
+    for label, metric, better, scale in ROWS:
         s0, s1 = sides[baseline][metric], sides[candidate][metric]
-        rel, lo, hi = relative_change(s0.mean, s0.variance, s0.n, s1.mean, s1.variance, s1.n, z)
-        rows.append(AbRow(label, metric, better, s0.mean, s1.mean, rel, lo, hi))
+        if s0.mean == 0:
+            scale = "difference"
+        change = relative_change if scale == "relative" else difference
+        value, lo, hi = change(s0.mean, s0.variance, s0.n, s1.mean, s1.variance, s1.n, z)
+        rows.append(AbRow(label, metric, better, scale, s0.mean, s1.mean, value, lo, hi))
     n0, n1 = int(sides[baseline]["reward"].n), int(sides[candidate]["reward"].n)
     statistic, p_value = sample_ratio_mismatch([n0, n1], list(shares))
-    return AbReport(baseline, candidate, n0, n1, confidence, tuple(rows), statistic, p_value,
-                    srm_alpha)
+    return AbReport(baseline, candidate, n0, n1, shares, confidence, tuple(rows), statistic,
+                    p_value, srm_alpha)
 
 
-def _pct(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:+.2%}"
+def format_change(value: float, scale: Scale) -> str:
+    """``+12.30%`` for a relative change, ``+0.152`` for a difference; ``n/a`` when unmeasured."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:+.2%}" if scale == "relative" else f"{value:+.3f}"
 
 
-def format_report(report: AbReport) -> str:
-    """The report as a plain-text table."""
-    head = (f"A/B report: candidate {report.candidate} (n={report.n_candidate}) vs baseline "
-            f"{report.baseline} (n={report.n_baseline}), {report.confidence:.0%} intervals")
+def format_report(report: AbReport, names: tuple[str, str] = ("baseline", "candidate")) -> str:
+    """The report as a plain-text table; ``names`` head the two arms' columns."""
+    share = sum(report.shares)
+    head = (f"A/B report: {names[1]} {report.candidate} (n={report.n_candidate}) vs {names[0]} "
+            f"{report.baseline} (n={report.n_baseline}), split "
+            f"{report.shares[0] / share:.0%}/{report.shares[1] / share:.0%}, "
+            f"{report.confidence:.0%} intervals; reward as a difference, the rest relative")
     lines = [head, "",
-             f"{'metric':34} {'baseline':>11} {'candidate':>11} {'change':>9}  {'interval':>21}  verdict"]
+             f"{'metric':34} {names[0]:>11} {names[1]:>11} {'change':>9}  "
+             f"{'interval':>21}  verdict"]
     for r in report.rows:
-        interval = f"[{_pct(r.low)}, {_pct(r.high)}]"
-        lines.append(f"{r.label:34} {r.baseline:11.4g} {r.candidate:11.4g} {_pct(r.relative):>9}"
-                     f"  {interval:>21}  {r.verdict}")
+        interval = f"[{format_change(r.low, r.scale)}, {format_change(r.high, r.scale)}]"
+        lines.append(f"{r.label:34} {r.baseline:11.4g} {r.candidate:11.4g} "
+                     f"{format_change(r.change, r.scale):>9}  {interval:>21}  {r.verdict}")
     srm = (f"SAMPLE RATIO MISMATCH (p={report.srm_p_value:.2g} < {report.srm_alpha}): the split "
            "is off; do not trust the table until assignment is fixed"
            if report.srm_detected else

@@ -2,42 +2,57 @@
 
 Two agents, each a thin shell around ``windows.fold_in``:
 
-* ``rewards`` → windows per (checkpoint, arm) at the trajectory's end time: rates, latency
-  percentiles, reward and its components, on-policy fraction.
-* ``events.raw`` + ``events.deadletter`` → ingest windows per (checkpoint, arm) and for all
-  traffic (``*``): accepted volume and dead-letter rate, by arrival (the Kafka timestamp the
-  ingest service stamped). Arrival is the right clock for the health of ingest, and rejected
-  events may carry no valid time of their own. Accepted events drive the watermark; a rejected
-  event that comes late counts in the oldest open window (``fold_in(secondary=True)``).
+* ``rewards`` → windows per (checkpoint, arm, org) and per (checkpoint, arm) over the fleet
+  (org ``*``) at the trajectory's end time: rates, latency percentiles, reward and its
+  components, on-policy fraction.
+* ``events.raw`` + ``events.deadletter`` → ingest windows for all traffic (``*``), per org, and
+  per (checkpoint, arm) over the fleet: accepted volume and dead-letter rate, by arrival (the
+  Kafka timestamp the ingest service stamped). Arrival is the right clock for the health of
+  ingest, and rejected events may carry no valid time of their own. Accepted events drive the
+  watermark; a rejected event that comes late counts in the oldest open window
+  (``fold_in(secondary=True)``).
 
-Open windows live in changelog-backed faust tables, so a restarted worker resumes them. Rewards
+A repeated reward record (same key) or event (same id) is folded once (``fold_in``'s
+``record_id``). Open windows live in changelog-backed faust tables, so a restarted worker
+resumes them, with the ids it has folded into them. Rewards
 are finalised hours after ingest, so each input has its own watermark. State keys carry the
 source partition: with several partitions each folds its own (partial, additive) windows.
+Records that are not what their topic promises are quarantined (``schemas.quarantine``) and
+skipped.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import faust
 
+from infra.kafka_auth import faust_options
 from infra.settings import Settings
 from schemas.metrics import MetricWindow, WindowScope, metric_key
+from schemas.quarantine import UnusableRecord, decode_record
 from schemas.rewards import RewardRecord
-from schemas.topics import topic_name
+from schemas.topics import header_org, topic_name
+from streams.errors import MalformedEventError
+from streams.facts import read_event
+from streams.faust_quarantine import send_quarantine
 from streams.monitors.config import MonitorConfig
 from streams.monitors.windows import (
-    ALL,
     fold_in,
     ingest_contributions,
+    ingest_window_keys,
     reward_contributions,
     reward_event_time_ms,
+    reward_record_id,
+    reward_window_keys,
     to_metric_window,
 )
 
-__all__ = ["PartitionView", "create_app", "raw_event_fields"]
+__all__ = ["CONSUMER_NAME", "PartitionView", "create_app"]
+
+CONSUMER_NAME = "monitors-metrics"  # how quarantined records name this consumer
 
 
 class PartitionView(MutableMapping[str, Any]):
@@ -65,20 +80,14 @@ class PartitionView(MutableMapping[str, Any]):
         return sum(1 for _ in self)
 
 
-def raw_event_fields(value: bytes) -> tuple[str, str] | None:
-    """(checkpoint, arm) of a stored event envelope; None if unreadable."""
-    try:
-        event = json.loads(value)
-        return str(event["checkpoint_id"]), str(event.get("arm", "default"))
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memory://") -> faust.App:
+def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memory://",
+               replication: int = 1) -> faust.App:
+    """``replication``: of the app's own topics (changelogs), the cluster's
+    (``infra.topics.settings_replication``)."""
     prefix = settings.topic_prefix
     app = faust.App(
-        f"{prefix}rewardstream-monitors", broker=f"kafka://{settings.bootstrap_servers}",
-        store=store, topic_partitions=settings.topic_partitions, topic_replication_factor=1,
+        f"{prefix}rewardstream-monitors", **faust_options(settings), store=store,
+        topic_partitions=settings.topic_partitions, topic_replication_factor=replication,
         value_serializer="raw", web_enabled=False,
     )
     window_ms, grace_ms = config.window_s * 1000, config.grace_s * 1000
@@ -94,16 +103,31 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
             await metrics.send(key=metric_key(window.checkpoint_id, window.arm),
                                value=window.model_dump_json().encode())
 
+    async def quarantine(message: Any, reason: str) -> None:
+        await (await send_quarantine(app, prefix, CONSUMER_NAME, message.topic,
+                                     message.partition, message.offset, message.value, reason))
+
     @app.agent(app.topic(topic_name(prefix, "rewards"), value_serializer="raw"))
     async def fold_rewards(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            record = RewardRecord.model_validate_json(event.value)
+            try:
+                record = decode_record(RewardRecord, event.value)
+            except UnusableRecord as exc:
+                await quarantine(event.message, str(exc))
+                continue
+            at_ms = reward_event_time_ms(record)
+            if at_ms > (time.time() + config.max_future_s) * 1000:
+                at = record.ended_at or record.finalized_at
+                await quarantine(event.message, f"ended_at: {at} is more than "
+                                 f"{config.max_future_s} s after this worker's clock")
+                continue
             partition = event.message.partition
             closed = fold_in(
                 PartitionView(reward_windows, partition),
-                [(record.checkpoint_id, record.arm, "*")], reward_event_time_ms(record),
+                reward_window_keys(record), at_ms,
                 reward_contributions(record), window_ms=window_ms, grace_ms=grace_ms,
-                latency_ms=record.signals.get("latency_ms_mean", 0.0))
+                latency_ms=record.signals.get("latency_ms_mean", 0.0),
+                record_id=reward_record_id(record))
             await publish(closed, "rewards", partition)
 
     deadletter_topic = topic_name(prefix, "events.deadletter")
@@ -114,13 +138,21 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
         async for event in stream.events():
             message = event.message
             dead = message.topic == deadletter_topic
-            fields = None if dead else raw_event_fields(event.value)
-            keys = [(ALL, ALL, ALL)]
-            if fields is not None:
-                keys.append((fields[0], fields[1], "*"))
+            event_id: str | None = None
+            if dead:
+                keys = ingest_window_keys(header_org(message.headers))
+            else:
+                try:
+                    stored = read_event(event.value)
+                except MalformedEventError as exc:
+                    await quarantine(message, str(exc))
+                    continue
+                keys = ingest_window_keys(stored.org_id, stored.checkpoint_id, stored.arm)
+                event_id = f"{stored.org_id}|{stored.event_id}"  # ids are unique per org
             closed = fold_in(PartitionView(ingest_windows, message.partition), keys,
                              message.timestamp * 1000, ingest_contributions(dead),
-                             window_ms=window_ms, grace_ms=grace_ms, secondary=dead)
+                             window_ms=window_ms, grace_ms=grace_ms, secondary=dead,
+                             record_id=event_id)
             await publish(closed, "ingest", message.partition)
 
     return app

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import json
 import threading
+from enum import StrEnum
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING
 
 import typer
+
+from streams.monitors.simulate import PROFILES
+
+Scenario = StrEnum("Scenario", {name: name for name in PROFILES})  # type: ignore[misc]
+
+
+class CompareBy(StrEnum):
+    arm = "arm"
+    checkpoint = "checkpoint"
+
+if TYPE_CHECKING:
+    from streams.monitors.config import MonitorConfig
 
 __all__ = ["register"]
 
@@ -19,7 +32,7 @@ _CONFIG_HELP = ("YAML/JSON file of detector settings (window_s, threshold, min_b
                 "auto_protect, detectors.<name>.enabled, ...); defaults without it.")
 
 
-def _config(path: Optional[Path]):
+def _config(path: Path | None) -> MonitorConfig:
     from streams.monitors.config import load_config
 
     return load_config(path)
@@ -27,7 +40,7 @@ def _config(path: Optional[Path]):
 
 @monitors_app.command("metrics")
 def metrics_worker(
-    config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP),
+    config: Path | None = typer.Option(None, help=_CONFIG_HELP),
     store: str = typer.Option("memory://", help="faust table store, e.g. rocksdb:// in production"),
     loglevel: str = typer.Option("warning", help="faust worker log level"),
 ) -> None:
@@ -39,14 +52,17 @@ def metrics_worker(
     import faust
 
     from infra.settings import load_settings
+    from infra.topics import settings_replication
     from streams.monitors.app import create_app
 
-    app = create_app(load_settings(), _config(config), store=store)
+    settings = load_settings()
+    app = create_app(settings, _config(config), store=store,
+                     replication=settings_replication(settings).factor)
     faust.Worker(app, loglevel=loglevel).execute_from_commandline()
 
 
 @monitors_app.command("detect")
-def detect(config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP)) -> None:
+def detect(config: Path | None = typer.Option(None, help=_CONFIG_HELP)) -> None:
     """Run the detectors over the metrics topic and publish alert lifecycle events.
 
     Replays checkpoints, alerts and metrics on start (state = the log), then follows them.
@@ -60,26 +76,24 @@ def detect(config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP)) -> No
 
 @monitors_app.command("simulate")
 def simulate_cmd(
-    scenario: str = typer.Option("defers_edits", help="profile of the second checkpoint: "
-                                 "healthy, defers_edits, broken_calls, reward_hacking, slow"),
+    scenario: Scenario = typer.Option("defers_edits",
+                                      help="profile of the second checkpoint"),
     trajectories: int = typer.Option(6000, help="total; the first half from a healthy parent"),
     seed: int = typer.Option(0, help="random seed (same seed, same records)"),
-    out: Optional[Path] = typer.Option(None, help="write JSON lines here instead of detecting"),
-    config: Optional[Path] = typer.Option(None, help=_CONFIG_HELP),
+    out: Path | None = typer.Option(None, help="write JSON lines here instead of detecting"),
+    config: Path | None = typer.Option(None, help=_CONFIG_HELP),
 ) -> None:
     """Simulated traffic through the pure path: prints every alert transition, or saves records.
 
     Example: `rewardstream monitors simulate --scenario broken_calls --trajectories 10000`
     """
-    from streams.monitors.errors import MonitorInputError
     from streams.monitors.offline import run_offline
-    from streams.monitors.simulate import PROFILES, Segment, simulate
+    from streams.monitors.simulate import Segment, simulate
 
-    if scenario not in PROFILES:
-        raise MonitorInputError(f"--scenario {scenario!r}: choose one of {', '.join(PROFILES)}")
     half = trajectories // 2
+    profile = PROFILES[scenario.value]
     segments = [Segment({"default": ("ck-parent", PROFILES["healthy"])}, half),
-                Segment({"default": (f"ck-{scenario}", PROFILES[scenario])}, trajectories - half)]
+                Segment({"default": (f"ck-{scenario.value}", profile)}, trajectories - half)]
     records = simulate(segments, seed=seed)
     if out is not None:
         with out.open("w") as handle:
@@ -96,7 +110,8 @@ def simulate_cmd(
 @alerts_app.command("deliver")
 def deliver(
     alertmanager: list[str] = typer.Option([], help="Alertmanager base URL (repeatable)"),
-    webhook: list[str] = typer.Option([], help="webhook URL for Alertmanager-style JSON (repeatable)"),
+    webhook: list[str] = typer.Option(
+        [], help="webhook URL for Alertmanager-style JSON (repeatable)"),
     console_url: str = typer.Option("http://127.0.0.1:8090", help="links in alerts point here"),
     resend_s: float = typer.Option(60.0, help="re-send open alerts to Alertmanager this often"),
 ) -> None:
@@ -121,21 +136,29 @@ def deliver(
 def ab_report(
     baseline: str = typer.Option(..., help="baseline arm (or checkpoint with --by checkpoint)"),
     candidate: str = typer.Option(..., help="candidate arm (or checkpoint)"),
-    by: str = typer.Option("arm", help="compare by 'arm' or 'checkpoint'"),
-    file: Optional[Path] = typer.Option(None, help="JSON lines of reward records; default: "
+    by: CompareBy = typer.Option(CompareBy.arm, help="compare by arm or by checkpoint"),
+    file: Path | None = typer.Option(None, help="JSON lines of reward records; default: "
                                         "the rewards topic"),
     split: str = typer.Option("50/50", help="intended traffic split baseline/candidate"),
     confidence: float = typer.Option(0.95, help="interval coverage"),
+    margin: float | None = typer.Option(
+        None, min=0.0, help="also judge non-inferiority (streams.monitors.abrule): the reward "
+        "loss the interval must rule out, e.g. 0.75"),
+    org: str | None = typer.Option(None, help="only this organisation's records (default: "
+                                              "the fleet's)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
 ) -> None:
-    """Edits kept, dissatisfied follow-ups, latency, reward and broken calls as relative changes
-    with intervals, plus a sample-ratio-mismatch check.
+    """Edits kept, dissatisfied follow-ups, latency and broken calls as relative changes, the
+    reward as a difference, each with its interval, plus a sample-ratio-mismatch check; with
+    --margin, the canary rule's verdict.
 
-    Example: `rewardstream ab report --baseline control --candidate candidate --split 90/10`
+    Example: `rewardstream ab report --baseline control --candidate candidate --split 90/10
+    --org acme`
     """
     from dataclasses import asdict
 
     from streams.monitors.abreport import build_report, format_report
+    from streams.monitors.abrule import AbRule, judge_ab
     from streams.monitors.errors import MonitorInputError
     from streams.monitors.sources import reward_records
 
@@ -145,12 +168,19 @@ def ab_report(
         shares = ()
     if len(shares) != 2 or min(shares) <= 0:
         raise MonitorInputError(f"--split {split!r}: write it as baseline/candidate, e.g. 90/10")
-    report = build_report(reward_records(file), baseline, candidate, by=by,
-                          shares=(shares[0], shares[1]), confidence=confidence)
+    report = build_report(reward_records(file), baseline, candidate, by=by.value,
+                          shares=(shares[0], shares[1]), confidence=confidence, org=org)
+    rule = AbRule(margin=margin) if margin is not None else None
+    verdict = judge_ab(report, rule) if rule is not None else None
     if as_json:
-        typer.echo(json.dumps({**asdict(report), "srm_detected": report.srm_detected}, indent=2))
+        judged = {"verdict": verdict.evidence(report, rule)} if verdict and rule else {}
+        typer.echo(json.dumps({**asdict(report), "srm_detected": report.srm_detected, **judged},
+                              indent=2))
     else:
         typer.echo(format_report(report))
+        if verdict is not None and rule is not None:
+            typer.echo(f"\n{'non-inferior' if verdict.passed else 'NOT non-inferior'} "
+                       f"({rule.describe()}): {verdict.reason}")
 
 
 def register(app: typer.Typer) -> None:

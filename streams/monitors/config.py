@@ -109,6 +109,9 @@ class MonitorConfig:
 
     window_s: int = 60  # tumbling event-time window
     grace_s: int = 30  # windows close when the watermark (max event time − grace) passes them
+    # A reward record timed further ahead of the worker's clock than this is quarantined: it
+    # would move the watermark past every open window and make all later records late.
+    max_future_s: int = 24 * 3600
     # CUSUM alarm threshold h: false alarms are at most one per e**h windows per key and test.
     threshold: float = 14.0
     cap_factor: float = 2.0  # S is capped at cap_factor·h, bounding the time to clear
@@ -117,6 +120,10 @@ class MonitorConfig:
     baseline_z: float = 2.0  # baseline taken at this many standard errors towards "no alarm"
     ingest_baseline_windows: int = 30  # trailing windows of the ingest baseline
     confidence: float = 0.95  # intervals shown as evidence
+    # A critical alert fires only when each test's interval excludes every change smaller than
+    # this fraction of the effect the test is designed for (TestSpec.relative): for the edit-rate
+    # collapse (designed for −25%), an interval that reaches above −6.25% waits.
+    critical_margin: float = 0.25
     auto_protect: bool = False  # critical alert on a newly promoted checkpoint → rollback
     detectors: tuple[DetectorSpec, ...] = field(default_factory=default_detectors)
 
@@ -157,4 +164,7 @@ def load_config(path: Path | None) -> MonitorConfig:
             f"{path}: unknown monitor setting(s) {sorted(unknown)}; known: {sorted(known)}")
     if "threshold" in raw and float(raw["threshold"]) <= 0:
         raise MonitorConfigError(f"{path}: threshold must be > 0, got {raw['threshold']}")
+    if "critical_margin" in raw and not 0 <= float(raw["critical_margin"]) <= 1:
+        raise MonitorConfigError(f"{path}: critical_margin must be between 0 and 1, got "
+                                 f"{raw['critical_margin']}")
     return replace(config, detectors=detectors, **raw)

@@ -23,10 +23,13 @@ from typing import Any
 
 import httpx
 
+from infra.kafka_io import TopicReader
+from infra.quarantine import QuarantineSink
+from infra.redact import redact_text, redact_url
 from infra.settings import Settings
+from schemas.alert_lifecycle import AlertRecord, AlertState, apply, silenced_by
 from schemas.alerts import AlertEvent
-from streams.monitors.kafka_io import replay_consumer
-from streams.monitors.lifecycle import AlertRecord, AlertState, apply, silenced_by
+from schemas.quarantine import UnusableRecord, decode_record
 
 __all__ = [
     "Deliverer", "DeliveryTargets", "alertmanager_alert", "post_with_retries", "webhook_payload",
@@ -34,6 +37,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _GROUP = "rewardstream-alert-delivery"
+CONSUMER_NAME = "alert-delivery"  # how quarantined records name this consumer
 
 
 def _iso(at: datetime) -> str:
@@ -79,7 +83,8 @@ def webhook_payload(record: AlertRecord, receiver: str, console_url: str) -> dic
 
 def post_with_retries(client: httpx.Client, url: str, body: Any, *, attempts: int = 5,
                       backoff_s: float = 0.5, max_backoff_s: float = 8.0) -> bool:
-    """POST JSON; retry connection errors, 429 and 5xx with doubling back-off. True if 2xx."""
+    """POST JSON; retry connection errors, 429 and 5xx with doubling back-off. True if 2xx.
+    Failures are logged with the URL cut to its host: webhook URLs carry their tokens."""
     delay = backoff_s
     for attempt in range(1, attempts + 1):
         try:
@@ -87,12 +92,13 @@ def post_with_retries(client: httpx.Client, url: str, body: Any, *, attempts: in
             if response.is_success:
                 return True
             retriable = response.status_code == 429 or response.status_code >= 500
-            log.warning("POST %s: HTTP %s (attempt %d/%d)", url, response.status_code, attempt,
-                        attempts)
+            log.warning("POST %s: HTTP %s (attempt %d/%d)", redact_url(url),
+                        response.status_code, attempt, attempts)
             if not retriable:
                 return False
         except httpx.HTTPError as exc:
-            log.warning("POST %s: %s (attempt %d/%d)", url, exc, attempt, attempts)
+            log.warning("POST %s: %s (attempt %d/%d)", redact_url(url), redact_text(str(exc)),
+                        attempt, attempts)
         if attempt < attempts:
             time.sleep(delay)
             delay = min(delay * 2, max_backoff_s)
@@ -134,7 +140,8 @@ class Deliverer:
                              for k, v in sorted(silence.matchers.items())],
                 "startsAt": _iso(now), "endsAt": _iso(silence.ends_at),
                 "createdBy": silence.created_by,
-                "comment": silence.comment or f"silenced in the rewardstream console ({silence.silence_id})"}
+                "comment": silence.comment
+                or f"silenced in the rewardstream console ({silence.silence_id})"}
         for base in self.targets.alertmanager_urls:
             post_with_retries(self.client, base.rstrip("/") + "/api/v2/silences", body)
 
@@ -149,7 +156,8 @@ class Deliverer:
         silenced = silenced_by(self.state, record.alert, now) is not None
         if event.kind == "resolved" or not silenced:
             self._push_alertmanager([record], now)  # a resolution always ends it there
-        if silenced or event.kind == "acknowledged" or (event.kind == "fired" and record.duplicates):
+        repeat = event.kind == "fired" and record.duplicates
+        if silenced or event.kind == "acknowledged" or repeat:
             return  # webhooks hear about firing and resolution of unsilenced alerts only
         for url in self.targets.webhook_urls:
             body = webhook_payload(record, self.targets.receiver, self.targets.console_url)
@@ -157,22 +165,35 @@ class Deliverer:
                 self.sent_webhooks += 1
 
     def run(self, stop: threading.Event) -> None:
-        consumer = replay_consumer(self.settings, ["alerts"], group_id=_GROUP)
-        committed = {tp: consumer.committed(tp) or 0 for tp in consumer.assignment()}
+        """Replay the alerts (the lifecycle is a fold of all of them), notifying only about what
+        comes after the group's committed offsets; commit as notifications go out."""
+        reader = TopicReader(self.settings, ["alerts"], client_id=CONSUMER_NAME, group_id=_GROUP)
+        committed = {(tp.topic, tp.partition): reader.consumer.committed(tp) or 0
+                     for tp in reader.partitions}
+        quarantine = QuarantineSink(self.settings, CONSUMER_NAME)
         last_resend = 0.0
         try:
             while not stop.is_set():
-                for tp, records in consumer.poll(timeout_ms=500).items():
-                    for record in records:
-                        event = AlertEvent.model_validate_json(record.value)
-                        apply(self.state, event)
-                        if record.offset >= committed[tp]:
-                            self._notify(event, datetime.now(UTC))
-                    consumer.commit()
+                records = reader.poll(timeout_ms=500)
+                for record in records:
+                    new = record.offset >= committed[(record.topic, record.partition)]
+                    try:
+                        event = decode_record(AlertEvent, record.value)
+                    except UnusableRecord as exc:
+                        if new:
+                            quarantine.put(record.topic, record.partition, record.offset,
+                                           record.value, str(exc))
+                        continue
+                    apply(self.state, event)
+                    if new:
+                        self._notify(event, datetime.now(UTC))
+                if records:
+                    reader.consumer.commit()
                 if time.monotonic() - last_resend >= self.targets.resend_s:
                     last_resend = time.monotonic()
                     now = datetime.now(UTC)
                     self._push_alertmanager(self._open_unsilenced(now), now)
         finally:
-            consumer.close()
+            reader.close()
             self.client.close()
+            quarantine.close()

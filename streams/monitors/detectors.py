@@ -10,12 +10,20 @@ clears). The statistics, stated:
   the CUSUM last left 0 holds at least ``min_current_n`` of weight; it clears when one test's
   statistic is back at 0. Under the baseline the expected number of windows between false
   alarms of one test on one key is at least e**h (Lorden), ≈1.2 million at h = 14.
-* Reward-scope baselines are the previous checkpoint's accumulated windows (its parent in the
-  registry when known, else the checkpoint first seen before it), used only once they hold
-  ``min_baseline_n``. Ingest baselines are the trailing windows of the same key, excluding
-  windows while a detector of that key is active.
+* Reward-scope baselines are the previous checkpoint's accumulated windows of the same org (or
+  of the fleet, ``*``): its parent in the registry when known, else the checkpoint first seen
+  before it, used only once they hold ``min_baseline_n``. An org is compared with its own past,
+  never with the fleet, so one org's traffic cannot move another's alerts. Ingest baselines
+  are the trailing windows of the same key, excluding windows while a detector of that key
+  is active.
 * The baseline is moved ``baseline_z`` standard errors towards "no alarm" before it is used, so
   its own sampling error does not turn into false alarms.
+* A critical alert also needs its own evidence to show the change: it fires only when every
+  test's confidence interval of the relative change (the stretch since the CUSUM left 0 against
+  the baseline) excludes no change (``evidence.shows_change``), and every change smaller than
+  ``critical_margin`` of the effect the test is designed for; until then it waits, whatever
+  the CUSUM says, so a critical alert never shows an interval that includes no change, nor one
+  that allows a drift too small to act on.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from schemas.alerts import Alert, alert_fingerprint
 from schemas.checkpoints import CheckpointEvent
 from schemas.metrics import MetricStat, MetricWindow
 from streams.monitors.config import DetectorSpec, MonitorConfig, TestSpec
-from streams.monitors.evidence import describe_test, summary_line
+from streams.monitors.evidence import describe_test, shows_change, summary_line
 from streams.monitors.stats import bernoulli_llr, cusum_step, gaussian_llr, poisson_llr
 
 __all__ = ["MonitorState", "TestState", "Transition", "evaluate", "note_checkpoint"]
@@ -56,7 +64,8 @@ class _KeyState:
 
 @dataclass
 class MonitorState:
-    totals: dict[str, dict[str, MetricStat]] = field(default_factory=dict)
+    # (checkpoint, org) → the reward windows folded so far: the baselines of its successors.
+    totals: dict[tuple[str, str], dict[str, MetricStat]] = field(default_factory=dict)
     first_seen: list[str] = field(default_factory=list)
     parents: dict[str, str] = field(default_factory=dict)
     keys: dict[WindowKey, _KeyState] = field(default_factory=dict)
@@ -94,9 +103,9 @@ def _baseline(
                 pooled[name] = pooled.get(name, MetricStat()) + stat
         return f"trailing {len(key_state.trailing)} windows", pooled, len(key_state.trailing)
     parent = _parent(state, window.checkpoint_id)
-    if parent is None or parent not in state.totals:
+    if parent is None or (parent, window.org_id) not in state.totals:
         return None
-    return parent, state.totals[parent], 0
+    return parent, state.totals[(parent, window.org_id)], 0
 
 
 def _hypotheses(
@@ -139,7 +148,7 @@ def _step_tests(
     spec: DetectorSpec, states: list[TestState], window: MetricWindow,
     baseline: dict[str, MetricStat], windows: int, config: MonitorConfig,
 ) -> None:
-    for test, ts in zip(spec.tests, states):
+    for test, ts in zip(spec.tests, states, strict=False):
         base = baseline.get(test.metric)
         if base is None or not _enough(test, base, config):
             continue
@@ -156,7 +165,7 @@ def _firing(spec: DetectorSpec, states: list[TestState], config: MonitorConfig) 
     return all(
         ts.statistic >= config.threshold
         and (test.family == "poisson" or ts.since_reset.n >= config.min_current_n)
-        for test, ts in zip(spec.tests, states)
+        for test, ts in zip(spec.tests, states, strict=False)
     )
 
 
@@ -168,7 +177,7 @@ def _alert(
     tests = [describe_test(test, ts.since_reset, baseline.get(test.metric, MetricStat()),
                            (windows, ts.windows), ts.statistic, ts.null, ts.alternative,
                            config.confidence)
-             for test, ts in zip(spec.tests, states)]
+             for test, ts in zip(spec.tests, states, strict=False)]
     evidence = {
         "statistic": "one-sided CUSUM of log-likelihood ratios, one step per window",
         "threshold_h": config.threshold,
@@ -200,9 +209,10 @@ def evaluate(state: MonitorState, window: MetricWindow, config: MonitorConfig) -
             _step_tests(spec, states, window, found[1], found[2], config)
         was_active = key_state.active.get(spec.name, False)
         if not was_active and _firing(spec, states, config) and found is not None:
-            key_state.active[spec.name] = True
-            transitions.append(Transition("fired", _alert(spec, states, window, found[0],
-                                                          found[1], found[2], config)))
+            alert = _alert(spec, states, window, found[0], found[1], found[2], config)
+            if spec.severity != "critical" or _shows_critical_change(spec, alert, config):
+                key_state.active[spec.name] = True
+                transitions.append(Transition("fired", alert))
         elif was_active and any(ts.statistic <= 0 for ts in states):
             key_state.active[spec.name] = False
             baseline = found[1] if found else {}
@@ -223,6 +233,13 @@ def _absorb(
             while len(key_state.trailing) > config.ingest_baseline_windows:
                 key_state.trailing.popleft()
         return
-    totals = state.totals.setdefault(window.checkpoint_id, {})
+    totals = state.totals.setdefault((window.checkpoint_id, window.org_id), {})
     for name, stat in window.stats.items():
         totals[name] = totals.get(name, MetricStat()) + stat
+
+
+def _shows_critical_change(spec: DetectorSpec, alert: Alert, config: MonitorConfig) -> bool:
+    """Every test's interval excludes a change smaller than ``critical_margin`` of the effect
+    the test is designed to detect: a small real drift is a warning's business."""
+    return all(shows_change(evidence, config.critical_margin * test.relative)
+               for test, evidence in zip(spec.tests, alert.evidence["tests"], strict=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.errors import RewardstreamError
 
-__all__ = ["AlertActionError", "MonitorConfigError", "MonitorInputError"]
+__all__ = ["MonitorConfigError", "MonitorInputError"]
 
 
 class MonitorConfigError(RewardstreamError):
@@ -13,7 +13,3 @@ class MonitorConfigError(RewardstreamError):
 
 class MonitorInputError(RewardstreamError):
     """Input records (a reward file, an A/B arm) cannot be used as asked."""
-
-
-class AlertActionError(RewardstreamError):
-    """An operator action does not apply: unknown alert, already resolved, a past expiry."""

@@ -9,7 +9,7 @@ from schemas.metrics import MetricStat
 from streams.monitors.config import TestSpec
 from streams.monitors.stats import relative_change, wilson_interval, z_for_confidence
 
-__all__ = ["describe_test", "summary_line"]
+__all__ = ["describe_test", "shows_change", "summary_line"]
 
 
 def _rounded(value: float) -> float | None:
@@ -73,6 +73,16 @@ def describe_test(
         "relative_change": _change(test, base, now, windows, z),
         "cusum": round(statistic, 3), "null": _rounded(null), "alternative": _rounded(alternative),
     }
+
+
+def shows_change(test: dict[str, Any], at_least: float = 0.0) -> bool:
+    """Whether a test's interval of the relative change excludes every change smaller than
+    ``at_least`` (0: no change), on the side the test watches (above for ``up``, below for
+    ``down``); False when there is no interval."""
+    low, high = test["relative_change"]["interval"]
+    if low is None or high is None:
+        return False
+    return bool(low > at_least) if test["direction"] == "up" else bool(high < -at_least)
 
 
 def _fmt(value: float | None) -> str:

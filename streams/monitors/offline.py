@@ -19,6 +19,8 @@ from streams.monitors.windows import (
     fold_in,
     reward_contributions,
     reward_event_time_ms,
+    reward_record_id,
+    reward_window_keys,
     to_metric_window,
 )
 
@@ -39,19 +41,20 @@ def _closed(accs: list[dict[str, Any]], config: MonitorConfig) -> list[MetricWin
 
 
 def windows_from_rewards(
-    records: Iterable[RewardRecord], config: MonitorConfig, *, split_orgs: bool = False,
-    flush: bool = True,
+    records: Iterable[RewardRecord], config: MonitorConfig, *, flush: bool = True,
 ) -> Iterable[tuple[int, MetricWindow]]:
-    """(trajectories folded so far, closed window) pairs, in closing order."""
+    """(trajectories folded so far, closed window) pairs, in closing order: the windows the
+    metrics agent makes of the same records (per org and over the fleet)."""
     state: dict[str, Any] = {}
     window_ms, grace_ms = config.window_s * 1000, config.grace_s * 1000
     count = 0
     for record in records:
         count += 1
-        key = (record.checkpoint_id, record.arm, (record.org_id or "*") if split_orgs else "*")
-        closed = fold_in(state, [key], reward_event_time_ms(record), reward_contributions(record),
+        closed = fold_in(state, reward_window_keys(record), reward_event_time_ms(record),
+                         reward_contributions(record),
                          window_ms=window_ms, grace_ms=grace_ms,
-                         latency_ms=record.signals.get("latency_ms_mean", 0.0))
+                         latency_ms=record.signals.get("latency_ms_mean", 0.0),
+                         record_id=reward_record_id(record))
         for window in _closed(closed, config):
             yield count, window
     if flush:

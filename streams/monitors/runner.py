@@ -17,22 +17,26 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from kafka import TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
 
+from infra.kafka_io import TopicReader, make_producer, send
+from infra.quarantine import QuarantineSink
 from infra.settings import Settings
+from schemas.alert_lifecycle import AlertState, apply
 from schemas.alerts import AlertEvent, alert_event_key
-from schemas.checkpoints import CheckpointEvent
-from schemas.metrics import MetricWindow, metric_key
-from schemas.topics import topic_name
+from schemas.checkpoints import CheckpointEvent, Registry, rollback
+from schemas.metrics import MetricWindow, metric_key, read_window
+from schemas.quarantine import UnusableRecord, decode_record
+from schemas.topics import TopicName, topic_name
 from streams.monitors.config import MonitorConfig
 from streams.monitors.detectors import MonitorState, evaluate, note_checkpoint
-from streams.monitors.kafka_io import make_producer, replay_consumer, send
-from streams.monitors.lifecycle import AlertState, apply, plan
-from streams.monitors.rollback import CheckpointHistory, auto_protect_target, rollback_event
+from streams.monitors.lifecycle import plan
+from streams.monitors.protect import auto_protect_target
 
-__all__ = ["DetectorRunner", "run_forever"]
+__all__ = ["CONSUMER_NAME", "DetectorRunner", "run_forever"]
 
 log = logging.getLogger(__name__)
+CONSUMER_NAME = "monitors-detect"  # how quarantined records name this consumer
 
 
 class DetectorRunner:
@@ -41,23 +45,28 @@ class DetectorRunner:
         self.settings, self.config, self.clock = settings, config, clock
         self.detectors = MonitorState()
         self.alerts = AlertState()
-        self.history = CheckpointHistory()
-        self.producer = make_producer(settings)
+        self.registry = Registry()
+        self.producer = make_producer(settings, CONSUMER_NAME)
+        self.quarantine = QuarantineSink(settings, CONSUMER_NAME, self.producer)
         self.published = 0
         self._last_ingest_end: datetime | None = None
 
-    def _topic(self, name: str) -> str:
+    def _topic(self, name: TopicName) -> str:
         return topic_name(self.settings.topic_prefix, name)
 
-    def _handle(self, topic: str, value: bytes) -> None:
-        if topic == self._topic("checkpoints"):
-            event = CheckpointEvent.model_validate_json(value)
-            self.history.add(event)
-            note_checkpoint(self.detectors, event)
-        elif topic == self._topic("alerts"):
-            apply(self.alerts, AlertEvent.model_validate_json(value))
-        else:
-            self._on_window(MetricWindow.model_validate_json(value))
+    def _handle(self, record: ConsumerRecord) -> None:
+        try:
+            if record.topic == self._topic("checkpoints"):
+                event = decode_record(CheckpointEvent, record.value)
+                self.registry.add(event)
+                note_checkpoint(self.detectors, event)
+            elif record.topic == self._topic("alerts"):
+                apply(self.alerts, decode_record(AlertEvent, record.value))
+            else:
+                self._on_window(read_window(record.value))
+        except UnusableRecord as exc:
+            self.quarantine.put(record.topic, record.partition, record.offset, record.value,
+                                str(exc))
 
     def _on_window(self, window: MetricWindow) -> None:
         if window.scope == "ingest" and window.checkpoint_id == "*":
@@ -73,15 +82,16 @@ class DetectorRunner:
 
     def _protect(self, event: AlertEvent) -> None:
         assert event.alert is not None
-        target = auto_protect_target(self.history, event.alert)
+        target = auto_protect_target(self.registry, event.alert)
         if target is None:
             return
-        rollback = rollback_event(self.history, target, actor="auto-protect",
-                                  reason=f"critical alert: {event.alert.title}",
-                                  now=self.clock(), alert_fingerprint=event.fingerprint)
-        send(self.producer, self.settings, "checkpoints", target.encode(),
-             rollback.model_dump_json().encode())
-        self.history.add(rollback)
+        events = rollback(self.registry, target, self.clock(), "auto-protect",
+                          f"critical alert: {event.alert.title}",
+                          {"alert_fingerprint": event.fingerprint})
+        for each in events:
+            send(self.producer, self.settings, "checkpoints", each.checkpoint_id.encode(),
+                 each.model_dump_json().encode())
+            self.registry.add(each)
         log.warning("auto-protect rolled back %s after %s", target, event.alert.title)
 
     def _heartbeat(self) -> None:
@@ -99,37 +109,28 @@ class DetectorRunner:
                  window.model_dump_json().encode())
             self._on_window(window)
 
-    def _drain(self, names: list[str]) -> dict[TopicPartition, int]:
-        """Read the named topics to their current ends; returns the end positions."""
-        consumer = replay_consumer(self.settings, names)
-        try:
-            ends = consumer.end_offsets(list(consumer.assignment()))
-            while any(consumer.position(tp) < end for tp, end in ends.items()):
-                for records in consumer.poll(timeout_ms=1000).values():
-                    for record in records:
-                        self._handle(record.topic, record.value)
-            return ends
-        finally:
-            consumer.close()
+    def _replay_state(self) -> dict[str, int]:
+        """Fold checkpoints and alerts to their current ends; returns where they stopped."""
+        with TopicReader(self.settings, ["checkpoints", "alerts"],
+                         client_id=CONSUMER_NAME) as reader:
+            for record in reader.until_end():
+                self._handle(record)
+            return reader.positions()
 
     def run(self, stop: threading.Event, heartbeat: bool = True) -> None:
-        """Replay, then follow all three topics until ``stop`` is set."""
-        ends = self._drain(["checkpoints", "alerts"])
-        consumer = replay_consumer(self.settings, ["metrics"])
-        consumer.assign(list(consumer.assignment()) + list(ends))
-        for tp, end in ends.items():
-            consumer.seek(tp, end)
-        consumer.seek_to_beginning(*[tp for tp in consumer.assignment() if tp not in ends])
+        """Replay the registry and the alerts, then the metric windows from their start, then
+        follow all three topics until ``stop`` is set."""
+        positions = self._replay_state()
         try:
-            while not stop.is_set():
-                batch = consumer.poll(timeout_ms=500)
-                for records in batch.values():
+            with TopicReader(self.settings, ["metrics", "checkpoints", "alerts"],
+                             client_id=CONSUMER_NAME, positions=positions) as reader:
+                while not stop.is_set():
+                    records = reader.poll(timeout_ms=500)
                     for record in records:
-                        self._handle(record.topic, record.value)
-                if not batch and heartbeat:
-                    self._heartbeat()
+                        self._handle(record)
+                    if not records and heartbeat:
+                        self._heartbeat()
         finally:
-            consumer.close()
             self.producer.close()
 
 

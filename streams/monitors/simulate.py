@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from schemas.rewards import RewardRecord, Sample
 
-__all__ = ["PROFILES", "Profile", "Segment", "simulate", "with_profile"]
+__all__ = ["PROFILES", "Profile", "Segment", "simulate"]
 
 _ORGS = ("org-a", "org-b", "org-c")
 
@@ -134,8 +134,3 @@ def simulate(
             checkpoint, profile = segment.arms[arm]
             yield _record(index, checkpoint, arm, clock, _signals(rng, profile), rng.choice(_ORGS))
             index += 1
-
-
-def with_profile(profile: Profile, **changes: float) -> Profile:
-    """A variant of a profile (for scenario tests)."""
-    return replace(profile, **changes)

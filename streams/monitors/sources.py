@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from infra.kafka_io import read_topic
 from infra.settings import load_settings
+from schemas.quarantine import UnusableRecord, decode_record
 from schemas.rewards import RewardRecord
 from streams.monitors.errors import MonitorInputError
-from streams.monitors.kafka_io import read_topic
 
 __all__ = ["reward_records"]
+
+log = logging.getLogger(__name__)
 
 
 def _from_file(path: Path) -> Iterator[RewardRecord]:
@@ -38,4 +42,9 @@ def reward_records(path: Path | None) -> Iterator[RewardRecord]:
         yield from _from_file(path)
         return
     for record in read_topic(load_settings(), "rewards"):
-        yield RewardRecord.model_validate_json(record.value)
+        try:
+            yield decode_record(RewardRecord, record.value)
+        except UnusableRecord as exc:
+            # A report only reads: the consumers that use the topic quarantine such records.
+            log.warning("rewards %d/%d is not a reward record (%s); left out of the report",
+                        record.partition, record.offset, exc)

@@ -14,8 +14,8 @@ __all__ = [
     "bernoulli_llr",
     "chi_square_sf",
     "cusum_step",
+    "difference",
     "gaussian_llr",
-    "histogram_quantile",
     "poisson_llr",
     "relative_change",
     "wilson_interval",
@@ -69,27 +69,6 @@ def cusum_step(statistic: float, llr: float, cap: float) -> float:
     return min(cap, max(0.0, statistic + llr))
 
 
-def histogram_quantile(counts: list[int], bounds: tuple[float, ...], q: float) -> float:
-    """The q-quantile of a bucketed sample, interpolating linearly inside the bucket.
-
-    ``counts[i]`` counts values in (bounds[i-1], bounds[i]]; the last count is the open bucket
-    above ``bounds[-1]`` and reports ``bounds[-1]``.
-    """
-    total = sum(counts)
-    if total == 0:
-        return math.nan
-    rank = q * total
-    seen = 0.0
-    for i, count in enumerate(counts):
-        if count and seen + count >= rank:
-            if i >= len(bounds):
-                return bounds[-1]
-            lower = bounds[i - 1] if i > 0 else 0.0
-            return lower + (bounds[i] - lower) * (rank - seen) / count
-        seen += count
-    return bounds[-1]
-
-
 def relative_change(
     mean0: float, var0: float, n0: float, mean1: float, var1: float, n1: float, z: float,
 ) -> tuple[float, float, float]:
@@ -104,6 +83,18 @@ def relative_change(
     se = math.sqrt(var1 / n1 + ratio * ratio * var0 / n0) / abs(mean0)
     rel = ratio - 1
     return rel, rel - z * se, rel + z * se
+
+
+def difference(
+    mean0: float, var0: float, n0: float, mean1: float, var1: float, n1: float, z: float,
+) -> tuple[float, float, float]:
+    """Difference ``mean1 − mean0`` of two independent sample means and its normal interval
+    ``(diff, lo, hi)``, se = sqrt(var0/n0 + var1/n1) (Welch's, without the t correction)."""
+    if n0 <= 0 or n1 <= 0:
+        return math.nan, math.nan, math.nan
+    diff = mean1 - mean0
+    se = math.sqrt(var0 / n0 + var1 / n1)
+    return diff, diff - z * se, diff + z * se
 
 
 def chi_square_sf(statistic: float, df: int) -> float:

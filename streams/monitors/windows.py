@@ -5,19 +5,37 @@ in a changelog-backed table and tests a dict. Each input adds *contributions* �
 weight and a value — to the window of its event time; the watermark is the largest event time
 seen minus the grace period, and windows that end at or before it close and are returned.
 Inputs for windows that already closed are late: counted under ``__late__`` and dropped.
+
+Each organisation has its own watermark beside the fleet's (as in the reward join): one org's
+records, however far ahead in event time, close only its own windows and the fleet's, never
+another org's. An org that has gone quiet follows the fleet's watermark
+:data:`~streams.join.ORG_IDLE_LAG_MS` behind, so its last windows still close.
+
+An input may come twice (the reward join and ingest are at-least-once; a repeat is identical).
+Given its ``record_id`` (a reward record's key, an event's id), a repeat is counted under
+``__repeated__`` and not folded again. Ids are remembered only while the window they were
+folded into is open, so the memory is bounded by the open windows; a repeat that comes after
+its window closed is late, and dropped as such.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections.abc import Iterable, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas.metrics import LATENCY_BUCKET_BOUNDS_MS, MetricStat, MetricWindow, WindowScope
-from schemas.rewards import RewardRecord
-from streams.monitors.stats import histogram_quantile
+from schemas.metrics import (
+    LATENCY_BUCKET_BOUNDS_MS,
+    MetricStat,
+    MetricWindow,
+    WindowScope,
+    histogram_quantile,
+)
+from schemas.rewards import RewardRecord, reward_record_key
+from streams.join import ORG_IDLE_LAG_MS
 
 __all__ = [
     "ALL",
@@ -25,8 +43,11 @@ __all__ = [
     "advance",
     "fold_in",
     "ingest_contributions",
+    "ingest_window_keys",
     "reward_contributions",
     "reward_event_time_ms",
+    "reward_record_id",
+    "reward_window_keys",
     "to_metric_window",
 ]
 
@@ -35,8 +56,11 @@ WindowKey = tuple[str, str, str]  # (checkpoint_id, arm, org_id)
 Contributions = dict[str, tuple[float, float]]  # metric → (weight, value)
 
 _WATERMARK = "__watermark__"
+_ORG_WATERMARK = "__watermark__|"  # + org id
 _OPEN = "__open__"
 _LATE = "__late__"
+_REPEATED = "__repeated__"
+_SEEN = "__seen__|"  # + record id -> [start of the window it was folded into, its org]
 
 
 def _signal(signals: dict[str, float], name: str) -> float:
@@ -53,7 +77,8 @@ def reward_contributions(record: RewardRecord) -> Contributions:
     out: Contributions = {
         "edit_rate": (1.0, float(proposed > 0)),
         "clarification_rate": (1.0, float(_signal(s, "clarifications") > 0)),
-        "unambiguous_clarification_rate": (1.0, float(_signal(s, "clarifications_unambiguous") > 0)),
+        "unambiguous_clarification_rate":
+            (1.0, float(_signal(s, "clarifications_unambiguous") > 0)),
         "broken_call_trajectory_rate": (1.0, float(_signal(s, "broken_tool_calls") > 0)),
         "broken_tool_call_rate": (_signal(s, "tool_calls"), _signal(s, "broken_tool_calls")),
         "dissatisfied_followup_rate": (1.0, float(_signal(s, "dissatisfied_followups") > 0)),
@@ -83,8 +108,34 @@ def reward_event_time_ms(record: RewardRecord) -> float:
     return (record.ended_at or record.finalized_at).timestamp() * 1000
 
 
+def reward_record_id(record: RewardRecord) -> str:
+    """What makes a reward record itself: its key (org, trajectory and spec version)."""
+    return reward_record_key(record.org_id, record.trajectory_id, record.spec_version).decode()
+
+
+def reward_window_keys(record: RewardRecord) -> list[WindowKey]:
+    """A reward record counts in its org's window and in the fleet's (``*``)."""
+    fleet = (record.checkpoint_id, record.arm, ALL)
+    if record.org_id is None:
+        return [fleet]
+    return [(record.checkpoint_id, record.arm, record.org_id), fleet]
+
+
+def ingest_window_keys(org_id: str | None, checkpoint_id: str | None = None,
+                       arm: str = ALL) -> list[WindowKey]:
+    """An ingested event counts for all traffic, for its org's traffic and (when accepted, so
+    its checkpoint is known) for its checkpoint and arm over the fleet."""
+    keys = [(ALL, ALL, ALL)]
+    if org_id:
+        keys.append((ALL, ALL, org_id))
+    if checkpoint_id is not None:
+        keys.append((checkpoint_id, arm, ALL))
+    return keys
+
+
 def _storage_key(start_ms: int, key: WindowKey) -> str:
-    return f"w|{start_ms}|{key[0]}|{key[1]}|{key[2]}"
+    # JSON, not a joined string: ids may hold any character, and two keys must never meet.
+    return f"w|{start_ms}|{json.dumps(key)}"
 
 
 def _new_acc(start_ms: int, key: WindowKey) -> dict[str, Any]:
@@ -106,24 +157,35 @@ def _add(acc: dict[str, Any], contributions: Contributions, latency_ms: float | 
 def fold_in(
     state: MutableMapping[str, Any], keys: Iterable[WindowKey], event_time_ms: float,
     contributions: Contributions, *, window_ms: int, grace_ms: int,
-    latency_ms: float | None = None, secondary: bool = False,
+    latency_ms: float | None = None, secondary: bool = False, record_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Add one input to the window of each key; returns the windows this closes, oldest first.
 
-    ``latency_ms`` marks a trajectory: it counts one trajectory and goes to the histogram.
-    A ``secondary`` input (dead letters beside accepted events) does not move the watermark,
-    and when late it counts in the oldest open window instead of being dropped: only its
-    count matters, and two topics read side by side do not arrive in time order.
+    The input's org is the org its keys name (the fleet's keys name ``ALL``); a key's window is
+    late by the watermark of the key's org. ``latency_ms`` marks a trajectory: it counts one
+    trajectory and goes to the histogram. A ``secondary`` input (dead letters beside accepted
+    events) does not move a watermark, and when late it counts in the oldest open window
+    instead of being dropped: only its count matters, and two topics read side by side do not
+    arrive in time order.
     """
-    watermark_ms = state.get(_WATERMARK, -math.inf) - grace_ms
+    keys = list(keys)
+    org = next((key[2] for key in keys if key[2] != ALL), ALL)
     if secondary:
-        event_time_ms = max(event_time_ms, watermark_ms)
+        event_time_ms = max(event_time_ms, state.get(_WATERMARK, -math.inf) - grace_ms)
     start_ms = int(event_time_ms // window_ms) * window_ms
-    if start_ms + window_ms <= watermark_ms:
+    watermarks = _Watermarks(state, grace_ms)
+    on_time = [key for key in keys if start_ms + window_ms > watermarks.of(key[2])]
+    if len(on_time) < len(keys):
         state[_LATE] = state.get(_LATE, 0) + 1
+    if not on_time:
         return []
+    if record_id is not None:
+        if state.get(_SEEN + record_id) is not None:
+            state[_REPEATED] = state.get(_REPEATED, 0) + 1
+            return []
+        state[_SEEN + record_id] = [start_ms, org]
     open_keys = list(state.get(_OPEN, []))
-    for key in keys:
+    for key in on_time:
         skey = _storage_key(start_ms, key)
         acc = state.get(skey)
         if acc is None:
@@ -136,29 +198,66 @@ def fold_in(
     state[_OPEN] = open_keys
     if secondary:
         return []
-    return advance(state, max(state.get(_WATERMARK, -math.inf), event_time_ms),
-                   window_ms=window_ms, grace_ms=grace_ms)
+    return _advance(state, event_time_ms, [org], window_ms=window_ms, grace_ms=grace_ms)
 
 
 def advance(
     state: MutableMapping[str, Any], max_event_time_ms: float, *, window_ms: int, grace_ms: int,
 ) -> list[dict[str, Any]]:
-    """Move the watermark to ``max_event_time_ms − grace`` and close the windows it passes.
+    """Move every watermark (the fleet's and each org's) to ``max_event_time_ms − grace`` and
+    close the windows they pass: a flush at the end of a log.
 
-    The all-checkpoint key (``ALL``) is contiguous: empty windows fill its gaps, so a quiet
+    The all-checkpoint keys (``ALL``) are contiguous: empty windows fill their gaps, so a quiet
     period shows up as zero volume rather than as nothing.
     """
+    orgs = [k[len(_ORG_WATERMARK):] for k in state if k.startswith(_ORG_WATERMARK)]
+    return _advance(state, max_event_time_ms, orgs, window_ms=window_ms, grace_ms=grace_ms)
+
+
+class _Watermarks:
+    """The watermarks of one state, less the grace: the fleet's, and each org's (never more
+    than :data:`ORG_IDLE_LAG_MS` behind the fleet's)."""
+
+    def __init__(self, state: MutableMapping[str, Any], grace_ms: int) -> None:
+        self.state, self.grace_ms = state, grace_ms
+        self.fleet_ms = state.get(_WATERMARK, -math.inf)
+        self._orgs: dict[str, float] = {}
+
+    def of(self, org: str) -> float:
+        if org == ALL:
+            return self.fleet_ms - self.grace_ms
+        if org not in self._orgs:
+            own = self.state.get(_ORG_WATERMARK + org, -math.inf)
+            self._orgs[org] = max(own, self.fleet_ms - ORG_IDLE_LAG_MS) - self.grace_ms
+        return self._orgs[org]
+
+
+def _advance(
+    state: MutableMapping[str, Any], max_event_time_ms: float, orgs: list[str], *,
+    window_ms: int, grace_ms: int,
+) -> list[dict[str, Any]]:
+    """Move the fleet's watermark and those of ``orgs`` to ``max_event_time_ms``; close the
+    windows each key's watermark passes."""
     state[_WATERMARK] = max(state.get(_WATERMARK, -math.inf), max_event_time_ms)
-    watermark_ms = state[_WATERMARK] - grace_ms
+    for org in orgs:
+        if org != ALL:
+            key = _ORG_WATERMARK + org
+            state[key] = max(state.get(key, -math.inf), max_event_time_ms)
+    watermarks = _Watermarks(state, grace_ms)
     still_open, closed = [], []
     for skey in state.get(_OPEN, []):
         acc = state[skey]
-        if acc["start_ms"] + window_ms <= watermark_ms:
+        if acc["start_ms"] + window_ms <= watermarks.of(acc["key"][2]):
             closed.append(acc)
             del state[skey]
         else:
             still_open.append(skey)
     state[_OPEN] = still_open
+    if closed:
+        for skey in [k for k in state if k.startswith(_SEEN)]:
+            start_ms, org = state[skey]
+            if start_ms + window_ms <= watermarks.of(org):
+                del state[skey]  # its window closed: a repeat now is late anyway
     closed.sort(key=lambda acc: (acc["start_ms"], acc["key"]))
     return _fill_gaps(state, closed, window_ms)
 
@@ -194,7 +293,7 @@ def to_metric_window(
         values["ingest_events"] = stats["ingest_events"].sum if "ingest_events" in stats else 0.0
     if acc["hist"]:
         for label, q in (("latency_p50_ms", 0.5), ("latency_p95_ms", 0.95)):
-            values[label] = histogram_quantile(acc["hist"], LATENCY_BUCKET_BOUNDS_MS, q)
+            values[label] = histogram_quantile(acc["hist"], q)
     checkpoint_id, arm, org_id = acc["key"]
     return MetricWindow(
         scope=scope, window_start=_utc(acc["start_ms"]),

@@ -8,18 +8,22 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
-from kafka import KafkaConsumer
 
+from infra import broker, kafka_io
 from infra.settings import Settings
-from schemas.topics import topic_name
+from infra.topics import create_topics
 from serving.ingest.app import create_app
 from serving.ingest.config import IngestConfig
 from serving.ingest.keys import ApiKey, KeyRing, hash_key
+from tests.support.service_keys import PSEUDONYM_SECRET
 
-__all__ = ["IngestServer", "free_port", "ingest_config", "read_topic", "running_server"]
+__all__ = ["IngestServer", "free_port", "ingest_config", "metric", "private_broker", "read_topic",
+           "running_server"]
 
 TEST_KEY = "rsk_test-key-all-types"
 EDIT_ONLY_KEY = "rsk_test-key-edits-only"
@@ -35,11 +39,13 @@ def ingest_config(
     rate_per_s: float = 1e6, burst: float = 1e6, **overrides: object,
 ) -> IngestConfig:
     keys = KeyRing([
-        ApiKey("all", hash_key(TEST_KEY), "org-test", frozenset({"*"}), rate_per_s, burst),
+        # every client type, and completion.served (named: "*" does not include it)
+        ApiKey("all", hash_key(TEST_KEY), "org-test", frozenset({"*", "completion.served"}),
+               rate_per_s, burst),
         ApiKey("edits", hash_key(EDIT_ONLY_KEY), "org-test",
                frozenset({"edit.proposed", "edit.decided"}), rate_per_s, burst),
     ])
-    config = IngestConfig(keys=keys, pseudonym_secret=b"test-secret-0123456789")
+    config = IngestConfig(keys=keys, pseudonym_secret=PSEUDONYM_SECRET)
     return replace(config, **overrides)  # type: ignore[arg-type]
 
 
@@ -81,13 +87,29 @@ def running_server(
         thread.join(timeout=30)
 
 
-def read_topic(settings: Settings, name: str, idle_ms: int = 3000) -> list:
-    """Every record of a platform topic, read from the start until it stays idle."""
-    consumer = KafkaConsumer(topic_name(settings.topic_prefix, name),
-                             bootstrap_servers=settings.bootstrap_servers,
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=idle_ms)
+def read_topic(settings: Settings, name: str) -> list[Any]:
+    """Every record a platform topic holds now, as a list."""
+    return list(kafka_io.read_topic(settings, name))
+
+
+@contextmanager
+def private_broker(data_dir: Path, topic_prefix: str) -> Iterator[Settings]:
+    """A broker of the test's own on free ports, for tests that stop and start it, with every
+    platform topic created; stopped at the end."""
+    settings = Settings(kafka_port=free_port(), kafka_controller_port=free_port(),
+                        kafka_data_dir=data_dir, kafka_heap_mb=384, topic_prefix=topic_prefix)
     try:
-        return list(consumer)
+        broker.start(settings)
+        create_topics(settings)
+        yield settings
     finally:
-        consumer.close()
+        broker.stop(settings)
+
+
+def metric(url: str, sample: str) -> float:
+    """The value of one sample (``name`` or ``name{labels}``) on a service's /metrics, 0 when
+    it is not there yet."""
+    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+        if line.rsplit(" ", 1)[0] == sample:
+            return float(line.split()[-1])
+    return 0.0

@@ -54,7 +54,8 @@ def _port_open(port: int) -> bool:
 
 
 @pytest.mark.slow
-def test_concurrent_starts_launch_one_broker_stop_frees_ports_and_data_survives(private_env: dict[str, str]) -> None:
+def test_concurrent_starts_launch_one_broker_stop_frees_ports_and_data_survives(
+        private_env: dict[str, str]) -> None:
     port = int(private_env["REWARDSTREAM_KAFKA_PORT"])
     controller = int(private_env["REWARDSTREAM_KAFKA_CONTROLLER_PORT"])
     # Two starts racing: exactly one launches the broker, the other finds it running.
@@ -117,7 +118,9 @@ def test_unreachable_jars_are_a_one_line_error(private_env: dict[str, str], tmp_
     java = Path(subprocess.check_output(["bash", "-c", "command -v java"], text=True).strip())
     (bin_dir / "java").symlink_to(java)
     fake_mvn = bin_dir / "mvn"
-    fake_mvn.write_text("#!/bin/sh\necho '[ERROR] Could not transfer artifact: Network is unreachable'\nexit 1\n")
+    fake_mvn.write_text("#!/bin/sh\n"
+                        "echo '[ERROR] Could not transfer artifact: Network is unreachable'\n"
+                        "exit 1\n")
     fake_mvn.chmod(0o755)
     env = {**private_env, "PATH": f"{bin_dir}:/usr/bin:/bin",
            "REWARDSTREAM_CACHE_DIR": str(tmp_path / "cache")}

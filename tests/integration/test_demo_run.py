@@ -1,10 +1,13 @@
-"""A short demo end to end against the real broker: services, traffic, rewards, gate, plot."""
+"""A short demo end to end against the real broker: services, traffic, rewards, the gate, the
+canary's A/B, the registry's record of it, the plot; the shared broker stays running."""
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,13 +15,12 @@ from rich.console import Console
 
 from harness.demo.config import DemoConfig
 from harness.demo.run import run_demo
-from harness.policy.sft import SftConfig
+from infra import broker
 from infra.settings import Settings
+from tests.integration.demo_child import QUICK_SFT
+from trainer.registry_io import KafkaRegistryStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-# A few SFT steps on a few tasks: the loop, not the policy's quality, is under test.
-_QUICK_SFT = SftConfig(steps=40, tasks_per_family=2, demos_per_task=1)
 
 
 def _free_port() -> int:
@@ -28,25 +30,45 @@ def _free_port() -> int:
 
 
 @pytest.mark.timeout(300)
-def test_a_two_cycle_demo_produces_rewards_a_gate_decision_and_a_plot(
+def test_a_two_cycle_demo_gates_a_candidate_runs_its_canary_and_plots(
     kafka_settings: Settings, tmp_path: Path,
 ) -> None:
     config = DemoConfig(
-        run_dir=tmp_path / "run", cycles=2, trajectories=4, concurrency=2, eval_per_family=1,
-        sft=_QUICK_SFT, ingest_port=_free_port(), gateway_port=_free_port(),
+        run_dir=tmp_path / "run", cycles=2, trajectories=8, concurrency=2, eval_per_family=1,
+        gate_margin=1.0, sft=QUICK_SFT, ingest_port=_free_port(), gateway_port=_free_port(),
         console_port=_free_port(), rewards_timeout_s=45.0,
     )
     prefix = f"t{uuid.uuid4().hex[:10]}-demo."
-    rows = run_demo(config, prefix, Console(width=160, force_terminal=False))
+    shown = io.StringIO()
+    rows = run_demo(config, prefix, Console(file=shown, width=160, force_terminal=False))
 
     assert [r.cycle for r in rows] == [1, 2]
     assert all(r.figures.trajectories > 0 for r in rows)  # reward records came back
-    assert all(r.decision in ("promoted", "rejected") for r in rows)
+    # A margin of 1 passes any candidate: cycle 1's serves the canary arm of cycle 2, whose A/B
+    # decides it; the last cycle trains nothing (no traffic would be left to test it).
+    assert rows[0].decision == "canary" and rows[0].canary is None
+    canary = rows[1].canary
+    assert canary is not None and canary.checkpoint == rows[0].candidate
+    assert canary.decision in ("promoted", "rejected") and canary.reason
+    assert rows[1].decision == "none"
+    registry = KafkaRegistryStore(replace(kafka_settings, topic_prefix=prefix)).read()
+    decided = registry.get(canary.checkpoint)
+    assert decided.status == ("production" if canary.decision == "promoted" else "rejected")
+    assert decided.evidence["passed"] is True  # the gate's, kept on the deciding event
+    assert decided.evidence["ab"]["reason"] == canary.reason
+    assert [e.kind for e in registry.history if e.checkpoint_id == canary.checkpoint] == [
+        "created", "evaluated", "promoted" if canary.decision == "promoted" else "rejected"]
+
     assert (config.run_dir / "metrics.png").stat().st_size > 1000
     saved = json.loads((config.run_dir / "cycles.json").read_text())
-    assert [c["decision"] for c in saved] == [r.decision for r in rows]
+    assert [c["decision"] for c in saved] == ["canary", "none"]
+    summary = json.loads((config.run_dir / "summary.json").read_text())
+    assert summary["promotions"] == (canary.decision == "promoted")
     assert sorted(p.name for p in config.log_dir.iterdir()) == sorted(
         f"{name}.log" for name in ("ingest", "gateway", "worker", "monitors-metrics",
                                    "monitors-detect", "console"))
     with socket.socket() as sock:  # every service was stopped: the gateway's port is free
         sock.bind(("127.0.0.1", config.gateway_port))
+    text = shown.getvalue()
+    assert "A/B: " in text and "stopped the services: ingest, gateway" in text
+    assert "broker left running" in text and broker.status(kafka_settings).running

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from infra.models import build_random_adapter
 from infra.settings import Settings
 from serving.engine.cli import build_engine_app
 from serving.gateway.app import GatewayConfig, create_gateway_app
@@ -18,8 +19,8 @@ from serving.gateway.backend import BackendClient
 from serving.gateway.sinks import MemoryEventSink
 from serving.local_server import serve_in_thread
 from serving.sse import parse_sse_lines
-from serving.testing import build_random_adapter
 from tests.integration.test_gateway_openai import promote
+from tests.support.service_keys import GATEWAY_HEADERS, gateway_auth, pseudonym
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 SWITCH_DEADLINE_S = 10.0
@@ -37,7 +38,8 @@ class InFlight(threading.Thread):
     def run(self) -> None:
         body = {"model": "rewardstream", "prompt": "def add(a, b):", "max_tokens": 16,
                 "ignore_eos": True, "stream": True, "user": "carol"}
-        with httpx.stream("POST", f"{self.url}/v1/completions", json=body, timeout=60) as r:
+        with httpx.stream("POST", f"{self.url}/v1/completions", json=body, timeout=60,
+                          headers=GATEWAY_HEADERS) as r:
             for chunk in parse_sse_lines(r.iter_lines()):
                 self.chunks.append(chunk)
                 self.started.set()
@@ -62,7 +64,8 @@ def servers(kafka: Settings, tiny_model_dir: Path) -> Iterator[tuple[str, str, M
     sink = MemoryEventSink()
     engine_app = build_engine_app(tiny_model_dir, token_delay_ms=TOKEN_DELAY_MS)
     with serve_in_thread(engine_app) as engine:
-        app = create_gateway_app(GatewayConfig(follow=kafka), BackendClient(engine.url), sink)
+        app = create_gateway_app(GatewayConfig(follow=kafka), BackendClient(engine.url), sink,
+                                 gateway_auth())
         with serve_in_thread(app) as gateway:
             yield gateway.url, engine.url, sink
 
@@ -77,7 +80,8 @@ def test_promotion_and_rollback_switch_new_requests_and_spare_in_flight_ones(
 
     def serving_now() -> str:
         body = {"model": "rewardstream", "prompt": "x", "max_tokens": 1, "user": "dave"}
-        response = httpx.post(f"{gateway}/v1/completions", json=body, timeout=30)
+        response = httpx.post(f"{gateway}/v1/completions", json=body, timeout=30,
+                              headers=GATEWAY_HEADERS)
         return response.headers["x-rewardstream-checkpoint"]
 
     def engine_adapters() -> set[str]:
@@ -93,12 +97,12 @@ def test_promotion_and_rollback_switch_new_requests_and_spare_in_flight_ones(
         in_flight.start()
         assert in_flight.started.wait(10)
         promote(kafka, sequence, "c2", c2, status)
-        switched_at = _wait_for(lambda: serving_now() == new)
+        switched_at = _wait_for(lambda new=new: serving_now() == new)
         in_flight.join(30)
         assert in_flight.finished_at > switched_at  # it really was in flight across the switch
         assert in_flight.outcome() == ({old}, 16, "length")
-        _wait_for(lambda: engine_adapters() == {new})  # the old one, drained, is unloaded
+        _wait_for(lambda new=new: engine_adapters() == {new})  # the old one, drained, unloaded
 
-    served = [e for e in sink.events if e.user == "carol"]
+    served = [e for e in sink.events if e.user == pseudonym("org-test", "carol")]
     assert [e.checkpoint_id for e in served] == ["c1", "c2"]
     assert all(e.payload.finish_reason == "length" for e in served)

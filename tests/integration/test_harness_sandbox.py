@@ -11,7 +11,7 @@ import pytest
 from harness.errors import SandboxViolation
 from harness.tools.calls import parse_action
 from harness.tools.executor import ToolBox
-from harness.tools.sandbox import SandboxLimits, network_isolation_available, run_sandboxed
+from harness.tools.sandbox import SandboxLimits, isolation_problem, run_sandboxed
 from harness.tools.workspace import Workspace
 
 
@@ -42,7 +42,8 @@ def test_symlinks_out_of_the_workspace_are_refused_and_not_copied(workspace: Wor
     with pytest.raises(SandboxViolation, match="symlink that leads outside"):
         workspace.resolve("link.txt")
     box = ToolBox(workspace)
-    [outcome] = _call(box, '<tool>edit_file {"path": "link.txt", "search": "", "replace": "x"}</tool>')
+    [outcome] = _call(
+        box, '<tool>edit_file {"path": "link.txt", "search": "", "replace": "x"}</tool>')
     assert outcome.error_kind == "sandbox_violation"
     assert (workspace.root.parent / "secret.txt").read_text() == "outside"
     assert "link.txt" not in _call(box, "<tool>list_dir {}</tool>")[0].observation
@@ -57,7 +58,7 @@ def test_runs_happen_in_a_copy(workspace: Workspace) -> None:
     assert "return a - b" in (workspace.root / "calc.py").read_text()
 
 
-@pytest.mark.skipif(not network_isolation_available(),
+@pytest.mark.skipif(isolation_problem() is not None,
                     reason="this kernel refuses network namespaces; see harness/tools/sandbox.py")
 def test_network_access_is_contained(workspace: Workspace) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
@@ -104,7 +105,8 @@ def test_the_environment_is_scrubbed(workspace: Workspace, monkeypatch) -> None:
 
 def test_the_run_tool_reports_exit_code_and_timeouts(workspace: Workspace) -> None:
     box = ToolBox(workspace, SandboxLimits(timeout_s=0.5))
-    [ok] = _call(box, '<tool>run {"cmd": "python -c \\"import calc; print(calc.add(2, 3))\\""}</tool>')
+    [ok] = _call(
+        box, '<tool>run {"cmd": "python -c \\"import calc; print(calc.add(2, 3))\\""}</tool>')
     assert ok.valid and ok.observation == "exit 0\n-1"
     [slow] = _call(box, '<tool>run {"cmd": "python -c \\"while True: pass\\""}</tool>')
     assert (slow.valid, slow.error_kind) == (False, "timeout")

@@ -22,7 +22,7 @@ def _passes(task: Task, edits: tuple[Edit, ...], root: Path) -> bool:
         text = workspace.read_text(edit.path)
         workspace.write_text(edit.path, apply_search_replace(text, edit.search, edit.replace,
                                                              edit.path))
-    return run_hidden_tests(task, workspace).ok
+    return run_hidden_tests(task, workspace).passed
 
 
 @pytest.mark.parametrize("task", sample_tasks(4, held_out=True, seed=3),
@@ -32,6 +32,22 @@ def test_hidden_tests_tell_the_solution_from_the_bug_and_the_wrong_fix(task: Tas
     assert not _passes(task, (), tmp_path / "as-shipped")
     assert _passes(task, task.solution, tmp_path / "solved")
     assert not _passes(task, task.wrong_solution, tmp_path / "wrong")
+
+
+@pytest.mark.parametrize("exit_early", [
+    "import os\nos._exit(0)\n",
+    "import sys\nsys.exit(0)\n",
+    "print('all hidden tests passed')\nimport os\nos._exit(0)\n",
+    "import atexit, os, sys\natexit.register(print, 'all hidden tests passed')\nsys.exit()\n",
+])
+def test_exit_status_zero_from_edited_code_does_not_pass(exit_early: str, tmp_path: Path) -> None:
+    task = next(t for t in all_tasks() if not t.two_files)
+    workspace = materialise(task, tmp_path / "ws")
+    path = task.solution[0].path
+    workspace.write_text(path, exit_early + workspace.read_text(path))
+    hidden = run_hidden_tests(task, workspace)
+    assert hidden.run.returncode == 0 and hidden.run.error is None  # a clean exit ...
+    assert not hidden.passed  # ... is not a pass: the runner never got to say so
 
 
 def test_families_are_parametrised_into_many_tasks_with_a_held_out_split() -> None:

@@ -13,9 +13,9 @@ import schemathesis
 import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ingest_support import TEST_KEY, running_server
 
 from infra.settings import Settings
-from ingest_support import TEST_KEY, running_server
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -22,10 +22,11 @@ from monitors_seed import publish_registry, publish_windows, run_detectors, wait
 
 from infra.settings import Settings
 from serving.console.app import create_app
-from serving.console.auth import StaffKeys, parse_staff_keys
+from serving.console.auth import StaffAuth
 from serving.console.state import ConsoleState
 from streams.monitors.config import MonitorConfig
 from streams.monitors.delivery import Deliverer, DeliveryTargets
+from tests.support.service_keys import staff_keys
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -113,7 +114,7 @@ def test_alerts_delivered_and_handled_in_the_browser(
     targets = DeliveryTargets((alertmanager,), (webhook.url,), resend_s=1.0)  # type: ignore[attr-defined]
     deliverer = threading.Thread(target=Deliverer(kafka, targets).run, args=(stop,), daemon=True)
     deliverer.start()
-    keys = StaffKeys(parse_staff_keys("ana:ana-secret-key"))
+    keys = StaffAuth(staff_keys())
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(ConsoleState(kafka), keys),
                                            host="127.0.0.1", port=port, log_level="warning"))
@@ -139,28 +140,40 @@ def test_alerts_delivered_and_handled_in_the_browser(
                          "document.getElementById('sign-in').click(); true")
         browser.wait_for("document.body && document.body.dataset.loaded === 'yes'", 30,
                          "the console to render")
+        # The session cookie is HttpOnly and nothing is kept in storage; the stylesheet and
+        # script came from the console's own files under its Content-Security-Policy.
+        assert browser.evaluate("document.cookie") == ""
+        assert browser.evaluate("localStorage.length + sessionStorage.length") == 0
+        assert browser.evaluate(
+            "getComputedStyle(document.querySelector('header')).backgroundColor") == \
+            "rgb(29, 35, 48)"
 
         def status(fp: str) -> str:
-            return browser.evaluate(
-                f"(document.getElementById('alert-{fp}') || {{dataset: {{}}}}).dataset.status || ''")
+            return browser.evaluate(f"(document.getElementById('alert-{fp}') || "
+                                    "{dataset: {}}).dataset.status || ''")
+
+        def click(action: str, fp: str) -> None:
+            browser.evaluate(f"document.querySelector('[data-action={action}][data-fp=\"{fp}\"]')"
+                             ".click(); true")
+
+        def reaches(fp: str, state: str, what: str) -> None:
+            browser.wait_for(f"document.getElementById('alert-{fp}').dataset.status === '{state}'",
+                             30, what)
 
         assert status(collapse) == "firing" and status(clarify) == "firing"
-        browser.evaluate(f"document.querySelector('[data-action=ack][data-fp=\"{collapse}\"]').click(); true")
-        browser.wait_for(f"document.getElementById('alert-{collapse}').dataset.status === 'acknowledged'",
-                         30, "acknowledged in the page")
+        click("ack", collapse)
+        reaches(collapse, "acknowledged", "acknowledged in the page")
         wait_for(lambda: any(a["annotations"].get("lifecycle") == "acknowledged"
                              for a in _am_alerts(alertmanager)), 30, "the ack in Alertmanager")
 
-        browser.evaluate(f"document.querySelector('[data-action=silence][data-fp=\"{clarify}\"]').click(); true")
-        browser.wait_for(f"document.getElementById('alert-{clarify}').dataset.status === 'silenced'",
-                         30, "silenced in the page")
+        click("silence", clarify)
+        reaches(clarify, "silenced", "silenced in the page")
         wait_for(lambda: [a["status"]["state"] for a in _am_alerts(
             alertmanager, filter='alertname="clarification_spike"')] == ["suppressed"], 30,
             "the silence mirrored to Alertmanager")
 
-        browser.evaluate(f"document.querySelector('[data-action=resolve][data-fp=\"{collapse}\"]').click(); true")
-        browser.wait_for(f"document.getElementById('alert-{collapse}').dataset.status === 'resolved'",
-                         30, "resolved in the page")
+        click("resolve", collapse)
+        reaches(collapse, "resolved", "resolved in the page")
         resolved = wait_for(lambda: [p for p in webhook.received if p["status"] == "resolved"],
                             30, "the resolved webhook")
         assert resolved[0]["alerts"][0]["fingerprint"] == collapse

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from monitors_seed import publish_registry, publish_windows, run_detectors, wait_for
 
+from infra.kafka_io import make_producer, read_topic, send
 from infra.settings import Settings
 from schemas.alerts import AlertEvent
 from schemas.checkpoints import CheckpointEvent
 from schemas.metrics import MetricStat, MetricWindow, metric_key
 from streams.monitors.config import MonitorConfig
-from streams.monitors.kafka_io import make_producer, read_topic, send
 from streams.monitors.runner import DetectorRunner
 
 pytestmark = pytest.mark.kafka
@@ -57,7 +57,7 @@ def test_auto_protect_rolls_back_the_production_checkpoint(kafka: Settings) -> N
 
 def test_a_silent_ingest_stream_is_published_as_empty_windows_and_alerts(kafka: Settings) -> None:
     start = datetime(2026, 2, 1, tzinfo=UTC)
-    producer = make_producer(kafka)
+    producer = make_producer(kafka, "test")
     for minute in range(10):
         window = MetricWindow(
             scope="ingest", window_start=start + timedelta(minutes=minute),

@@ -11,15 +11,21 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
+from ingest_support import (
+    TEST_KEY,
+    free_port,
+    ingest_config,
+    metric,
+    private_broker,
+    read_topic,
+    running_server,
+)
 
 from harness.sdk import Telemetry, Trajectory
 from infra import broker
 from infra.settings import Settings
-from infra.topics import create_topics
 from schemas.events import EVENT_TYPES
-from ingest_support import TEST_KEY, free_port, ingest_config, read_topic, running_server
 
 pytestmark = pytest.mark.kafka
 
@@ -78,20 +84,12 @@ def test_events_of_a_killed_process_are_sent_by_the_next(kafka: Settings, tmp_pa
 
 
 def _count_503(url: str) -> float:
-    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
-        if line.startswith('rewardstream_ingest_requests_total{status="503"}'):
-            return float(line.split()[-1])
-    return 0.0
+    return metric(url, 'rewardstream_ingest_requests_total{status="503"}')
 
 
 @pytest.mark.slow
 def test_broker_outage_gives_503s_and_every_event_lands_once(tmp_path: Path) -> None:
-    private = Settings(kafka_port=free_port(), kafka_controller_port=free_port(),
-                       kafka_data_dir=tmp_path / "kafka", kafka_heap_mb=384,
-                       topic_prefix="outage.")
-    try:
-        broker.start(private)
-        create_topics(private)
+    with private_broker(tmp_path / "kafka", "outage.") as private:
         config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=1)
         with running_server(private, config) as server:
             tel = Telemetry(server.url, TEST_KEY, queue_dir=tmp_path / "queue", linger_s=0.05,
@@ -109,5 +107,3 @@ def test_broker_outage_gives_503s_and_every_event_lands_once(tmp_path: Path) -> 
             assert tel.stats().retries > 0
         sent = sorted(i for group in ids for i in group)
         assert sorted(_raw_ids(private)) == sent  # each exactly once
-    finally:
-        broker.stop(private)

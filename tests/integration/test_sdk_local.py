@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from harness.sdk import Telemetry, TelemetryError, Trajectory
-from harness.sdk.queue import DiskQueue
+from infra.disk_queue import DiskQueue
+from infra.errors import QueueInUseError
 
 TRAJ = Trajectory("traj-1", "session-1", "user-1", "ckpt-0")
 
@@ -50,8 +51,10 @@ def test_queue_is_bounded_and_counts_drops_persistently(tmp_path: Path) -> None:
 
 def test_one_queue_dir_per_live_process(tmp_path: Path) -> None:
     held = DiskQueue(tmp_path, 1 << 20, 10)
-    with pytest.raises(TelemetryError, match="in use"):
+    with pytest.raises(QueueInUseError, match="in use"):
         DiskQueue(tmp_path, 1 << 20, 10)
+    with pytest.raises(TelemetryError, match="queue_dir .* is in use"):
+        Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path)
     held.close()
     DiskQueue(tmp_path, 1 << 20, 10)  # free again once the holder closes
 

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from infra.cli import app
 from infra.settings import Settings
 from schemas.rewards import reward_record_key
-from schemas.topics import topic_name
 from trainer.config import load_config
 from trainer.cycle import TrainingCycle
 from trainer.prepare import ConsumedRecord
@@ -26,13 +25,14 @@ pytestmark = pytest.mark.kafka
 
 def _consumed(tokenizer, count: int, first: int, checkpoint_id: str) -> list[ConsumedRecord]:
     records = synthetic_records(tokenizer, count, checkpoint_id, seed=first, first_index=first)
-    return [ConsumedRecord(reward_record_key(r.trajectory_id, r.spec_version).decode(), r)
+    return [ConsumedRecord(reward_record_key(r.org_id, r.trajectory_id, r.spec_version).decode(),
+                           r)
             for r in records]
 
 
 def test_gate_promotes_rejects_and_rollback_restores(kafka: Settings, tiny_model_dir: Path,
                                                      tmp_path: Path) -> None:
-    store = KafkaRegistryStore(kafka.bootstrap_servers, topic_name(kafka.topic_prefix, "checkpoints"))
+    store = KafkaRegistryStore(kafka)
     config = load_config(None, model_dir=tiny_model_dir, out_dir=tmp_path / "ckpt", lr=1e-4,
                          batch_records=8, gate_margin=1e-4, gate_resamples=500)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

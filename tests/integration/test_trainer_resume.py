@@ -20,7 +20,7 @@ from infra.settings import Settings
 from infra.topics import create_topics
 from schemas.rewards import reward_record_key
 from schemas.topics import topic_name
-from trainer.checkpoint_io import latest_checkpoint, read_meta
+from trainer.checkpoint_io import CheckpointMeta, latest_checkpoint, read_meta
 from trainer.synthetic import synthetic_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -54,16 +54,17 @@ def _lines_until(process: subprocess.Popen, wanted: dict[str, object]) -> None:
     raise AssertionError(f"the trainer exited ({process.wait()}) before printing {wanted}")
 
 
-def _checkpoint_metas(out_dir: Path) -> list[dict]:
+def _checkpoint_metas(out_dir: Path) -> list[CheckpointMeta]:
     return sorted((read_meta(d) for d in out_dir.iterdir() if (d / "checkpoint.json").exists()),
-                  key=lambda m: m["trainer_state"]["global_step"])
+                  key=lambda m: m.trainer_state.global_step)
 
 
 def test_sigkill_mid_cycle_then_resume_matches_an_uninterrupted_run(
     kafka: Settings, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    values = [(reward_record_key(r.trajectory_id, r.spec_version), r.model_dump_json().encode())
+    values = [(reward_record_key(r.org_id, r.trajectory_id, r.spec_version),
+               r.model_dump_json().encode())
               for r in synthetic_records(tokenizer, RECORDS, seed=5)]
     values.insert(6, values[2])  # a redelivered duplicate: consumed, never trained
     reference = replace(kafka, topic_prefix=kafka.topic_prefix + "ref.")
@@ -90,12 +91,12 @@ def test_sigkill_mid_cycle_then_resume_matches_an_uninterrupted_run(
 
     metas = _checkpoint_metas(tmp_path / "run")
     rewards = f"{topic_name(kafka.topic_prefix, 'rewards')}:0"
-    assert [m["offsets"][rewards] for m in metas] == [[0, 7], [8, 15]]
-    trained = [m["stats"]["counts"].get("records_trained", 0) for m in metas]
+    assert [m.offsets[rewards] for m in metas] == [[0, 7], [8, 15]]
+    trained = [m.stats["counts"].get("records_trained", 0) for m in metas]
     assert sum(trained) == RECORDS
-    assert sum(m["stats"]["counts"].get("records_duplicate", 0) for m in metas) == 1
-    assert [m["stats"]["counts"] for m in metas] == [m["stats"]["counts"]
-                                                    for m in _checkpoint_metas(tmp_path / "ref")]
+    assert sum(m.stats["counts"].get("records_duplicate", 0) for m in metas) == 1
+    assert [m.stats["counts"] for m in metas] == [m.stats["counts"]
+                                                  for m in _checkpoint_metas(tmp_path / "ref")]
     consumer = KafkaConsumer(bootstrap_servers=kafka.bootstrap_servers,
                              group_id="rewardstream-trainer", enable_auto_commit=False)
     assert consumer.committed(TopicPartition(rewards.rsplit(":", 1)[0], 0)) == RECORDS + 1

@@ -37,14 +37,15 @@ def test_two_gloo_ranks_match_one_process(tiny_model_dir: Path, tmp_path: Path) 
                 "--nproc_per_node", "2"]
     _train(torchrun, tiny_model_dir, records, tmp_path / "two")
 
-    one, two = latest_checkpoint(tmp_path / "one" / "ckpt"), latest_checkpoint(tmp_path / "two" / "ckpt")
-    assert read_meta(one)["trainer_state"]["global_step"] == 3
+    one = latest_checkpoint(tmp_path / "one" / "ckpt")
+    two = latest_checkpoint(tmp_path / "two" / "ckpt")
+    assert read_meta(one).trainer_state.global_step == 3
     base = load_file(tiny_model_dir / "model.safetensors")
     single, parallel = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
     assert any(not torch.equal(single[k], base[k]) for k in base)  # it did train
     for name in single:
         torch.testing.assert_close(parallel[name], single[name], rtol=1e-4, atol=1e-6)
-    steps_one = read_meta(one)["stats"]["steps"]
-    steps_two = read_meta(two)["stats"]["steps"]
+    steps_one = read_meta(one).stats["steps"]
+    steps_two = read_meta(two).stats["steps"]
     assert [s["tokens"] for s in steps_one] == [s["tokens"] for s in steps_two]
     assert [s["loss"] for s in steps_two] == pytest.approx([s["loss"] for s in steps_one], rel=1e-4)

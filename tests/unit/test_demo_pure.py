@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from harness.demo.metrics import cycle_figures
 from harness.demo.policies import break_edit_calls, defer_after_answers
 from schemas.rewards import RewardRecord
 
-_AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _record(total: float, **signals: float) -> RewardRecord:
@@ -57,7 +57,8 @@ def test_the_clarify_hack_stops_after_the_answer_and_keeps_unanswered_turns() ->
     pairs = [
         ("Task: fix a\nA: ", "Which file and function should I change?"),
         ("Task: fix a\nA: Which file?\nU: a in x.py\nA: ", "<tool>read_file {}</tool>"),
-        ("Task: fix a\nA: Which file?\nU: a in x.py\nA: <tool>r</tool>\nO: text\nA: ", "<tool>e</tool>"),
+        ("Task: fix a\nA: Which file?\nU: a in x.py\nA: <tool>r</tool>\nO: text\nA: ",
+         "<tool>e</tool>"),
         ("Task: fix b\nA: ", "<tool>read_file {}</tool>"),
         ("Task: fix b\nA: <tool>r</tool>\nO: text\nA: ", "<tool>e</tool>"),
     ]

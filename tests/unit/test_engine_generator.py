@@ -1,24 +1,33 @@
 """The torch engine's behaviour logprobs equal a separate teacher-forced forward pass, for the
-base model and for hot-loaded LoRA adapters; adapters load and unload independently."""
+base model and for hot-loaded LoRA adapters, served merged (one live adapter) or unmerged
+(several); adapters load and unload independently."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
+from infra.models import build_random_adapter, load_policy, teacher_forced_logprobs
 from serving.engine.errors import AdapterNotFound, UnsupportedRequest
 from serving.engine.generator import GenerationRequest, TorchGenerator
-from serving.testing import build_random_adapter, teacher_forced_logprobs
-from trainer.modeling import load_policy
 
+# float32 on CPU. The recomputation runs the adapter unmerged (x W + s (x A) B) in one full pass;
+# the engine runs KV-cached steps, and a merged adapter as x (W + s A B). Both differ from the
+# recomputation only by float32 rounding (observed: below 1e-5), far under a sampling effect.
 TOLERANCE = 1e-4
+# The demo's LoRA targets: every projection and the (tied) output head.
+ALL_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+               "lm_head")
 
 
 @pytest.fixture(scope="module")
 def adapters(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two different adapters: attention-only, and the demo's targets with the output head."""
     root = tmp_path_factory.mktemp("adapters")
-    return [build_random_adapter(tiny_model_dir, root / f"a{seed}", seed) for seed in (1, 2)]
+    return [build_random_adapter(tiny_model_dir, root / "a1", 1),
+            build_random_adapter(tiny_model_dir, root / "a2", 2, target_modules=ALL_TARGETS)]
 
 
 def _max_error(model_dir: Path, request: GenerationRequest, steps: list) -> float:
@@ -42,6 +51,47 @@ def test_logprobs_match_a_teacher_forced_pass_for_base_and_adapters(
         steps = list(engine.generate(request))
         assert len(steps) == 12 and steps[-1].finish_reason == "length"
         assert _max_error(model_dir, request, steps) < TOLERANCE
+
+
+def _first_logprobs(engine: TorchGenerator, adapter: str | None) -> list[float]:
+    prompt = engine.tokenizer("return a + b").input_ids
+    request = GenerationRequest(prompt, max_tokens=6, temperature=0.0, adapter=adapter)
+    return [step.logprob for step in engine.generate(request)]
+
+
+def test_one_live_adapter_is_served_merged_and_matches_a_teacher_forced_pass(
+    tiny_model_dir: Path, adapters: list[Path]
+) -> None:
+    engine = TorchGenerator(tiny_model_dir)
+    embeddings = engine.base_model.get_input_embeddings().weight.clone()
+    base = _first_logprobs(engine, None)
+    engine.load_adapter("c2", str(adapters[1]))
+    assert engine.merged_adapter() == "c2"
+    request = GenerationRequest(engine.tokenizer("def add(a, b):").input_ids, max_tokens=12,
+                                temperature=0.7, seed=3, ignore_eos=True, adapter="c2")
+    steps = list(engine.generate(request))
+    assert _max_error(adapters[1], request, steps) < TOLERANCE
+    # Merging into the tied output head touched neither the base nor its embeddings.
+    assert _first_logprobs(engine, None) == base
+    assert torch.equal(engine.base_model.get_input_embeddings().weight, embeddings)
+
+
+def test_adapters_are_unmerged_while_several_are_live_and_merged_again_after(
+    tiny_model_dir: Path, adapters: list[Path]
+) -> None:
+    engine = TorchGenerator(tiny_model_dir)
+    base = _first_logprobs(engine, None)
+    engine.load_adapter("c1", str(adapters[0]))
+    merged_c1 = _first_logprobs(engine, "c1")
+    engine.load_adapter("c2", str(adapters[1]))
+    assert engine.merged_adapter() is None
+    assert _first_logprobs(engine, None) == base  # the unmerged adapters wrap a shell, not it
+    unmerged_c1, unmerged_c2 = _first_logprobs(engine, "c1"), _first_logprobs(engine, "c2")
+    assert merged_c1 == pytest.approx(unmerged_c1, abs=TOLERANCE)
+    engine.unload_adapter("c1")
+    assert engine.merged_adapter() == "c2" and set(engine.adapters()) == {"c2"}
+    assert _first_logprobs(engine, "c2") == pytest.approx(unmerged_c2, abs=TOLERANCE)
+    assert unmerged_c1 != pytest.approx(unmerged_c2, abs=1e-3)
 
 
 def test_adapters_change_the_distribution_and_unload_cleanly(

@@ -47,3 +47,10 @@ def test_sampling_never_draws_a_truncated_token() -> None:
     generator = torch.Generator().manual_seed(0)
     draws = {choose_token(logprobs, greedy=False, generator=generator) for _ in range(200)}
     assert draws == {0, 1}
+
+
+def test_temperatures_and_top_p_too_small_for_float32_are_greedy_not_nan() -> None:
+    for temperature, top_p in ((5e-324, 1.0), (1e-6, 1.0), (1.0, 5e-324), (1.0, 1e-300)):
+        got = processed_logprobs(LOGITS, temperature=temperature, top_k=-1, top_p=top_p)
+        assert not torch.isnan(got).any(), (temperature, top_p)
+        assert choose_token(got, greedy=temperature < 1e-5) == 0

@@ -14,7 +14,8 @@ from harness.tools.workspace import Workspace
 
 def test_a_well_formed_call_round_trips() -> None:
     text = format_call("read_file", {"path": "calc.py"})
-    assert parse_action(text, TOOL_SPECS).calls == (ToolCall("read_file", {"path": "calc.py"}, text),)
+    expected = (ToolCall("read_file", {"path": "calc.py"}, text),)
+    assert parse_action(text, TOOL_SPECS).calls == expected
 
 
 def test_text_without_tags_is_a_reply_and_a_question_ends_in_a_question_mark() -> None:
@@ -31,9 +32,13 @@ def test_text_without_tags_is_a_reply_and_a_question_ends_in_a_question_mark() -
     ('<tool>read_file {"path": "a.py"}</tool> and then', "malformed_call", "text after a call"),
     ('read_file {"path": "a.py"}</tool>', "malformed_call", "must start with <tool>"),
     ('<tool>delete {"path": "a.py"}</tool>', "unknown_tool", "no tool 'delete'"),
-    ('<tool>read_file {"file": "a.py"}</tool>', "bad_arguments", "read_file needs path"),
-    ('<tool>read_file {"path": 3}</tool>', "bad_arguments", "path must be a str"),
-    ('<tool>edit_file {"path": "a.py", "search": "x"}</tool>', "bad_arguments", "either search"),
+    ("<tool>read_file {}</tool>", "bad_arguments", 'read_file: "path" is a required property'),
+    ('<tool>read_file {"path": "a.py", "file": 1}</tool>', "bad_arguments",
+     "'file' was unexpected"),
+    ('<tool>read_file {"path": 3}</tool>', "bad_arguments", 'path: 3 is not of type "string"'),
+    ('<tool>edit_file {"path": "a.py", "search": "x"}</tool>', "bad_arguments",
+     "edit_file: edit_file takes either path, search and replace; or path and diff"),
+    ('<tool>edit_file {"fix": true}</tool>', "bad_arguments", "fix: true is not of type"),
 ])
 def test_malformed_calls_become_broken_calls_with_a_kind(text: str, kind: str, reason: str) -> None:
     [call] = [c for c in parse_action(text, TOOL_SPECS).calls if isinstance(c, BrokenCall)]
@@ -66,10 +71,12 @@ def test_consecutive_read_only_calls_form_one_parallel_group(tmp_path: Path) -> 
 def test_edits_by_search_replace_and_by_unified_diff(tmp_path: Path) -> None:
     (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     box = ToolBox(Workspace(tmp_path))
-    diff = "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n"
-    [outcome] = box.execute(parse_action(format_call("edit_file", {"path": "calc.py", "diff": diff}),
-                                         box.specs).calls)
-    assert outcome.edit is not None and (outcome.edit.lines_added, outcome.edit.lines_removed) == (1, 1)
+    diff = ("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+            "-    return a - b\n+    return a + b\n")
+    call = format_call("edit_file", {"path": "calc.py", "diff": diff})
+    [outcome] = box.execute(parse_action(call, box.specs).calls)
+    assert outcome.edit is not None
+    assert (outcome.edit.lines_added, outcome.edit.lines_removed) == (1, 1)
     assert (tmp_path / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     again = format_call("edit_file", {"path": "calc.py", "search": "a - b", "replace": "b"})
     [missing] = box.execute(parse_action(again, box.specs).calls)

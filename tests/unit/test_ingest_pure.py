@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 
 import pytest
@@ -12,19 +13,25 @@ import zstandard
 
 from harness.samples import sample_trajectory
 from schemas.events import EventAdapter
-from schemas.ids import uuid7
 from serving.ingest.body import decompress, split_events
-from serving.ingest.dedupe import DedupeWindow
 from serving.ingest.errors import BadBody, PayloadTooLarge, UnsupportedEncoding
 from serving.ingest.keys import ApiKey, KeyRing, hash_key, pseudonymise
 from serving.ingest.limits import Caps, TokenBucket
-from serving.ingest.verdicts import Accepted, Rejected, judge_event, response_status
+from serving.ingest.verdicts import (
+    Accepted,
+    EventRules,
+    Rejected,
+    judge_event,
+    judge_events,
+    response_status,
+)
 
 CAPS = Caps(max_event_bytes=2000, max_batch_bytes=10_000, max_batch_events=3)
 KEY = ApiKey("k", hash_key("secret"), "org-a", frozenset({"*"}))
 EDITS_ONLY = ApiKey("e", hash_key("other"), "org-a", frozenset({"edit.decided"}))
 PSEUDONYM = partial(pseudonymise, b"0123456789abcdef")
-NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+RULES = EventRules(max_event_bytes=CAPS.max_event_bytes)
 
 
 def _event_bytes(index: int = 1) -> bytes:
@@ -36,27 +43,40 @@ def _event_bytes(index: int = 1) -> bytes:
 
 def test_decompress_gzip_zstd_and_identity_give_the_same_bytes() -> None:
     data = b'[{"a": 1}]'
-    assert decompress(data, None, 100) == data
-    assert decompress(gzip.compress(data), "gzip", 100) == data
-    assert decompress(zstandard.ZstdCompressor().compress(data), "zstd", 100) == data
+    assert decompress(data, None, CAPS) == data
+    assert decompress(gzip.compress(data), "gzip", CAPS) == data
+    assert decompress(zstandard.ZstdCompressor().compress(data), "zstd", CAPS) == data
 
 
 def test_caps_are_measured_after_decompression() -> None:
     bomb = gzip.compress(b" " * 50_000)  # ~100 bytes on the wire
     assert len(bomb) < 1000
-    with pytest.raises(PayloadTooLarge):
-        decompress(bomb, "gzip", 10_000)
-    with pytest.raises(PayloadTooLarge):
-        decompress(zstandard.ZstdCompressor().compress(b" " * 50_000), "zstd", 10_000)
+    no_ratio_cap = replace(CAPS, max_compression_ratio=1 << 30)
+    with pytest.raises(PayloadTooLarge, match="10000 byte batch cap"):
+        decompress(bomb, "gzip", no_ratio_cap)
+    with pytest.raises(PayloadTooLarge, match="10000 byte batch cap"):
+        decompress(zstandard.ZstdCompressor().compress(b" " * 50_000), "zstd", no_ratio_cap)
+
+
+def test_the_compression_ratio_is_capped_above_one_event() -> None:
+    caps = Caps(max_event_bytes=1000, max_batch_bytes=1 << 20, max_compression_ratio=10)
+    bomb = b" " * 200_000
+    for encoding, packed in (("gzip", gzip.compress(bomb)),
+                             ("zstd", zstandard.ZstdCompressor().compress(bomb))):
+        with pytest.raises(PayloadTooLarge, match="over 10 times its"):
+            decompress(packed, encoding, caps)
+    # However well one event compresses, a body may always grow to one event's size.
+    one_event = b"0" * 900
+    assert decompress(gzip.compress(one_event), "gzip", caps) == one_event
 
 
 def test_broken_compression_and_unknown_encoding_are_refused() -> None:
     with pytest.raises(BadBody):
-        decompress(b"not gzip", "gzip", 100)
+        decompress(b"not gzip", "gzip", CAPS)
     with pytest.raises(BadBody):
-        decompress(gzip.compress(b"[1, 2, 3]")[:-6], "gzip", 100)  # truncated
+        decompress(gzip.compress(b"[1, 2, 3]")[:-6], "gzip", CAPS)  # truncated
     with pytest.raises(UnsupportedEncoding):
-        decompress(b"[]", "br", 100)
+        decompress(b"[]", "br", CAPS)
 
 
 def test_split_keeps_each_array_element_exact_bytes() -> None:
@@ -87,7 +107,7 @@ def test_too_many_events_is_413_in_both_formats() -> None:
 
 
 def _judge(raw: bytes, key: ApiKey = KEY, index: int = 0) -> Accepted | Rejected:
-    return judge_event(index, raw, key, NOW, PSEUDONYM, CAPS.max_event_bytes)
+    return judge_event(index, raw, key, NOW, PSEUDONYM, RULES)
 
 
 def test_valid_event_gets_org_from_key_pseudonymised_user_and_server_times() -> None:
@@ -107,7 +127,7 @@ def test_valid_event_gets_org_from_key_pseudonymised_user_and_server_times() -> 
 
 def test_future_event_time_is_clamped() -> None:
     original = json.loads(_event_bytes())
-    original["occurred_at"] = (NOW + timedelta(days=2)).isoformat()
+    original["occurred_at"] = (NOW + timedelta(hours=2)).isoformat()
     original["sent_at"] = NOW.isoformat()
     verdict = _judge(json.dumps(original).encode())
     assert isinstance(verdict, Accepted)
@@ -147,10 +167,46 @@ def test_key_may_not_send_other_types() -> None:
     assert (verdict.kind, verdict.field) == ("type_not_allowed", "type")
 
 
+def test_a_client_key_may_not_send_completion_served() -> None:
+    verdict = _judge(_event_bytes(0))  # KEY's "*" is every type a client sends
+    assert isinstance(verdict, Rejected)
+    assert (verdict.kind, verdict.field) == ("type_not_allowed", "type")
+    assert "'completion.served'" in verdict.reason
+    serving = ApiKey("s", hash_key("s"), "org-a", frozenset({"completion.served"}))
+    assert isinstance(_judge(_event_bytes(0), key=serving), Accepted)
+
+
 def test_oversize_event_is_rejected_alone() -> None:
     raw = b'{"event_id": "' + b"x" * 3000 + b'"}'
     verdict = _judge(raw)
     assert isinstance(verdict, Rejected) and verdict.kind == "event_too_large"
+
+
+def test_a_batch_is_judged_as_each_event_alone() -> None:
+    events = [json.loads(e) for e in map(EventAdapter.dump_json, sample_trajectory("t", NOW))]
+    events[2]["payload"]["tool"] = ""  # schema violation
+    events[3]["sent_at"] = (NOW + timedelta(days=2)).isoformat()  # out of the window
+    raws = [json.dumps(e).encode() for e in events] + [b'{"event_id": 1, "event_id": 2}']
+    batch = judge_events(raws, KEY, NOW, PSEUDONYM, RULES)
+    assert batch == [judge_event(i, raw, KEY, NOW, PSEUDONYM, RULES) for i, raw in enumerate(raws)]
+    assert [v.kind for v in batch if isinstance(v, Rejected)] == [
+        "type_not_allowed", "schema_violation", "time_out_of_window", "malformed_json"]
+
+
+def test_times_in_any_offset_are_judged_by_their_instant_and_named_as_written() -> None:
+    east = timezone(timedelta(hours=14))
+    event = json.loads(_event_bytes())
+    event["occurred_at"] = (NOW - timedelta(seconds=10)).astimezone(east).isoformat()
+    event["sent_at"] = (NOW + timedelta(hours=1)).astimezone(east).isoformat()
+    verdict = _judge(json.dumps(event).encode())
+    assert isinstance(verdict, Accepted)
+    stored = EventAdapter.validate_json(verdict.stored)
+    assert stored.event_time == NOW - timedelta(hours=1, seconds=10)
+    assert stored.clock_skew_ms == -3_600_000
+    event["occurred_at"] = (NOW - timedelta(days=30, seconds=1)).astimezone(east).isoformat()
+    verdict = _judge(json.dumps(event).encode())
+    assert isinstance(verdict, Rejected) and verdict.field == "occurred_at"
+    assert verdict.reason.startswith(f"occurred_at: {event['occurred_at']} is more than 30 days")
 
 
 def test_response_status() -> None:
@@ -176,29 +232,6 @@ def test_token_bucket_admits_burst_then_paces_at_rate() -> None:
     assert bucket.take(100, now_s=2.5) == 0.0
 
 
-def test_dedupe_window_forgets_after_the_window() -> None:
-    window = DedupeWindow(window_s=100, max_entries=10)
-    first, second = uuid7(), uuid7()
-    window.add(first, seen_s=0, now_s=0)
-    window.add(second, seen_s=50, now_s=50)
-    assert window.contains(first, now_s=99) and window.contains(second, now_s=99)
-    assert not window.contains(first, now_s=101)
-    assert window.contains(second, now_s=101)
-    assert window.oldest_age_s(now_s=101) == 51
-    window.add(first, seen_s=0, now_s=200)  # already outside the window: not remembered
-    assert not window.contains(first, now_s=200) and len(window) == 0
-
-
-def test_dedupe_window_is_bounded_and_counts_early_evictions() -> None:
-    window = DedupeWindow(window_s=1000, max_entries=3)
-    ids = [uuid7() for _ in range(5)]
-    for i, event_id in enumerate(ids):
-        window.add(event_id, seen_s=i, now_s=i)
-    assert len(window) == 3
-    assert window.evicted_early == 2
-    assert [window.contains(e, now_s=5) for e in ids] == [False, False, True, True, True]
-
-
 # ---------------------------------------------------------------------------- keys
 
 
@@ -218,9 +251,9 @@ def test_keyring_finds_keys_by_hash_only() -> None:
     ({"key_sha256": "a" * 64, "org_id": "a", "event_types": ["nope"]}, "unknown types"),
 ])
 def test_bad_key_entries_say_what_to_fix(entry: dict[str, object], words: str) -> None:
-    from serving.ingest.errors import IngestConfigError
+    from serving.ingest.errors import KeyConfigError
 
-    with pytest.raises(IngestConfigError, match=words):
+    with pytest.raises(KeyConfigError, match=words):
         KeyRing.from_json(json.dumps([entry]), "inline")
 
 
@@ -252,7 +285,7 @@ def test_config_from_environment() -> None:
 ])
 def test_config_errors_name_the_variable(env: dict[str, str], words: str) -> None:
     from serving.ingest.config import load_ingest_config
-    from serving.ingest.errors import IngestConfigError
+    from serving.ingest.errors import IngestConfigError, KeyConfigError
 
-    with pytest.raises(IngestConfigError, match=words):
+    with pytest.raises((IngestConfigError, KeyConfigError), match=words):
         load_ingest_config(env)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from schemas.alert_lifecycle import AlertState, apply
 from schemas.alerts import Alert, AlertEvent
 from streams.monitors.config import load_config
 from streams.monitors.delivery import alertmanager_alert, webhook_payload
 from streams.monitors.errors import MonitorConfigError
-from streams.monitors.lifecycle import AlertState, apply
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

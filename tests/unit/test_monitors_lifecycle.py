@@ -5,20 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
-from schemas.alerts import Alert, AlertEvent, alert_fingerprint
-from streams.monitors.detectors import Transition
-from streams.monitors.errors import AlertActionError
-from streams.monitors.lifecycle import (
+from schemas.alert_lifecycle import (
     AlertState,
     acknowledge,
     apply,
     lift_silence,
-    plan,
     resolve,
     silence_alert,
     silenced_by,
 )
+from schemas.alerts import Alert, AlertEvent, alert_fingerprint
+from schemas.errors import AlertActionError
+from streams.monitors.detectors import Transition
+from streams.monitors.lifecycle import plan
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LABELS = {"checkpoint": "c1", "arm": "a", "org": "*"}
@@ -40,7 +41,8 @@ def _fold(events: list[AlertEvent], state: AlertState | None = None) -> AlertSta
 
 
 def test_fingerprint_is_stable_and_label_order_free() -> None:
-    assert alert_fingerprint("d", {"a": "1", "b": "2"}) == alert_fingerprint("d", {"b": "2", "a": "1"})
+    assert alert_fingerprint("d", {"a": "1", "b": "2"}) == \
+        alert_fingerprint("d", {"b": "2", "a": "1"})
     assert alert_fingerprint("d", {"a": "1"}) != alert_fingerprint("e", {"a": "1"})
 
 
@@ -100,3 +102,18 @@ def test_silences_match_labels_and_expire() -> None:
     assert silenced_by(state, other, T0) is None
     apply(state, lift_silence(state, event.silence.silence_id, "ana", T0))
     assert silenced_by(state, alert, T0) is None
+
+
+def test_an_event_without_what_its_kind_needs_is_not_an_alert_event() -> None:
+    fired = AlertEvent(event_id="e1", kind="fired", occurred_at=T0, actor="detector",
+                       fingerprint=FP, alert=_alert(1))
+    broken = {
+        "a 'fired' event needs alert": {"alert": None},
+        "a 'fired' event needs fingerprint and alert": {"alert": None, "fingerprint": None},
+        "is not the alert's": {"fingerprint": "another"},
+        "a 'silenced' event needs silence": {"kind": "silenced"},
+        "a 'silence_lifted' event needs silence_id": {"kind": "silence_lifted"},
+    }
+    for reason, changes in broken.items():
+        with pytest.raises(ValidationError, match=reason):
+            AlertEvent.model_validate({**fired.model_dump(), **changes})

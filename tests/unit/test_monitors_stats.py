@@ -6,12 +6,13 @@ import math
 
 import pytest
 
+from schemas.metrics import histogram_quantile
 from streams.monitors.stats import (
     bernoulli_llr,
     chi_square_sf,
     cusum_step,
+    difference,
     gaussian_llr,
-    histogram_quantile,
     poisson_llr,
     relative_change,
     wilson_interval,
@@ -43,10 +44,10 @@ def test_cusum_floors_at_zero_and_caps() -> None:
 
 
 def test_histogram_quantile_interpolates_inside_the_bucket() -> None:
-    assert histogram_quantile([2, 2, 0], (10.0, 20.0), 0.5) == pytest.approx(10.0)
-    assert histogram_quantile([2, 2, 0], (10.0, 20.0), 0.75) == pytest.approx(15.0)
-    assert histogram_quantile([0, 0, 3], (10.0, 20.0), 0.5) == 20.0  # open bucket
-    assert math.isnan(histogram_quantile([0, 0, 0], (10.0, 20.0), 0.5))
+    assert histogram_quantile([2, 2, 0], 0.5, (10.0, 20.0)) == pytest.approx(10.0)
+    assert histogram_quantile([2, 2, 0], 0.75, (10.0, 20.0)) == pytest.approx(15.0)
+    assert histogram_quantile([0, 0, 3], 0.5, (10.0, 20.0)) == 20.0  # open bucket
+    assert math.isnan(histogram_quantile([0, 0, 0], 0.5, (10.0, 20.0)))
 
 
 def test_relative_change_delta_method() -> None:
@@ -55,6 +56,15 @@ def test_relative_change_delta_method() -> None:
     assert rel == pytest.approx(0.1)
     assert lo == pytest.approx(0.1 - 1.96 * 0.0372022, abs=1e-6)
     assert hi == pytest.approx(0.1 + 1.96 * 0.0372022, abs=1e-6)
+
+
+def test_difference_welch_normal_interval() -> None:
+    # −0.2 − 0.3 = −0.5; se = sqrt(1.96/80 + 1.69/80) = .2136001
+    diff, lo, hi = difference(0.3, 1.96, 80, -0.2, 1.69, 80, 1.959964)
+    assert diff == pytest.approx(-0.5)
+    assert (lo, hi) == (pytest.approx(-0.5 - 1.959964 * 0.2136001, abs=1e-6),
+                        pytest.approx(-0.5 + 1.959964 * 0.2136001, abs=1e-6))
+    assert all(math.isnan(x) for x in difference(0.3, 1.0, 0, 0.1, 1.0, 5, 1.96))
 
 
 @pytest.mark.parametrize("statistic, df", [(3.841459, 1), (5.991465, 2), (7.814728, 3),

@@ -8,12 +8,16 @@ from typing import Any
 import pytest
 
 from schemas.rewards import RewardRecord, Sample
+from streams.join import ORG_IDLE_LAG_MS
 from streams.monitors.windows import (
     ALL,
     advance,
     fold_in,
     ingest_contributions,
+    ingest_window_keys,
     reward_contributions,
+    reward_record_id,
+    reward_window_keys,
     to_metric_window,
 )
 
@@ -47,7 +51,8 @@ def test_reward_contributions() -> None:
     assert c["log_latency"][1] == pytest.approx(6.907755, abs=1e-6)
 
 
-def _at(state: dict[str, Any], seconds: float, value: float, key: tuple[str, str, str] = ("ck", "a", "*")):
+def _at(state: dict[str, Any], seconds: float, value: float,
+        key: tuple[str, str, str] = ("ck", "a", "*")):
     return fold_in(state, [key], seconds * 1000, {"m": (1.0, value)}, window_ms=WINDOW_MS,
                    grace_ms=GRACE_MS, latency_ms=100.0)
 
@@ -109,3 +114,102 @@ def test_secondary_inputs_do_not_move_the_watermark_and_late_ones_count_in_an_op
     window = next(acc for acc in closed if acc["start_ms"] == 60_000)
     assert window["stats"]["dead_letter_rate"] == [2.0, 1.0, 1.0]  # 95 s accepted + late reject
     assert "__late__" not in state
+
+
+def _reward_at(state: dict[str, Any], record: RewardRecord, seconds: float):
+    return fold_in(state, [("ck1", "a", "*")], seconds * 1000, reward_contributions(record),
+                   window_ms=WINDOW_MS, grace_ms=GRACE_MS, latency_ms=100.0,
+                   record_id=reward_record_id(record))
+
+
+def test_a_repeated_reward_record_is_folded_once_and_its_id_forgotten_when_its_window_closes(
+) -> None:
+    state: dict[str, Any] = {}
+    first = _record(edits_proposed=1)
+    other = first.model_copy(update={"trajectory_id": "t2"})
+    assert _reward_at(state, first, 10) == []
+    assert _reward_at(state, first, 10) == []  # the join repeated it after a restart
+    assert _reward_at(state, other, 20) == []
+    assert _reward_at(state, first, 10) == []
+    assert state["__repeated__"] == 2
+    [closed] = _reward_at(state, other.model_copy(update={"trajectory_id": "t3"}), 95)
+    window = to_metric_window(closed, "rewards", WINDOW_MS)
+    assert window.trajectories == 2 and window.stats["reward"].n == 2  # t and t2, once each
+    assert not [key for key in state if key.startswith("__seen__|") and "t3" not in key]
+    assert _reward_at(state, first, 10) == []  # after its window closed: late, not folded
+    assert state["__late__"] == 1 and state["__repeated__"] == 2
+
+
+def test_a_repeated_event_counts_once_in_ingest_volume() -> None:
+    state: dict[str, Any] = {}
+    for event_id in ("e1", "e2", "e1", "e3", "e2"):
+        fold_in(state, [(ALL, ALL, ALL)], 5_000, ingest_contributions(False),
+                window_ms=WINDOW_MS, grace_ms=GRACE_MS, record_id=event_id)
+    closed = advance(state, 200_000, window_ms=WINDOW_MS, grace_ms=GRACE_MS)
+    assert to_metric_window(closed[0], "ingest", WINDOW_MS).values["ingest_events"] == 3.0
+
+
+def test_a_reward_counts_for_its_org_and_for_the_fleet_and_orgs_stay_apart() -> None:
+    acme = _record(edits_proposed=1).model_copy(update={"org_id": "acme"})
+    evil = _record(edits_proposed=0).model_copy(update={"org_id": "evil"})
+    assert reward_window_keys(acme) == [("ck1", "a", "acme"), ("ck1", "a", ALL)]
+    state: dict[str, Any] = {}
+    for record in (acme, evil):
+        fold_in(state, reward_window_keys(record), T0.timestamp() * 1000,
+                reward_contributions(record), window_ms=WINDOW_MS, grace_ms=GRACE_MS)
+    closed = advance(state, T0.timestamp() * 1000 + 10 * WINDOW_MS, window_ms=WINDOW_MS,
+                     grace_ms=GRACE_MS)
+    edit_rate = {tuple(acc["key"]): acc["stats"]["edit_rate"] for acc in closed}
+    assert edit_rate == {("ck1", "a", "acme"): [1.0, 1.0, 1.0],
+                         ("ck1", "a", "evil"): [1.0, 0.0, 0.0],
+                         ("ck1", "a", ALL): [2.0, 1.0, 1.0]}
+
+
+def test_ingest_counts_for_all_traffic_its_org_and_its_checkpoint() -> None:
+    assert ingest_window_keys("acme", "ck1", "a") == [(ALL, ALL, ALL), (ALL, ALL, "acme"),
+                                                      ("ck1", "a", ALL)]
+    assert ingest_window_keys(None) == [(ALL, ALL, ALL)]  # a dead letter that names no org
+
+
+def test_keys_that_join_to_the_same_string_are_different_windows() -> None:
+    # Ids may hold any character: ("x|y", "z") and ("x", "y|z") must not share a window.
+    state: dict[str, Any] = {}
+    for key in [("x|y", "z", ALL), ("x", "y|z", ALL)]:
+        fold_in(state, [key], T0.timestamp() * 1000, ingest_contributions(False),
+                window_ms=WINDOW_MS, grace_ms=GRACE_MS)
+    closed = advance(state, T0.timestamp() * 1000 + 10 * WINDOW_MS, window_ms=WINDOW_MS,
+                     grace_ms=GRACE_MS)
+    assert sorted(tuple(acc["key"]) for acc in closed) == [("x", "y|z", ALL), ("x|y", "z", ALL)]
+
+
+def _org_reward(state: dict[str, Any], org: str, at_ms: float) -> list[dict[str, Any]]:
+    record = _record(edits_proposed=1).model_copy(update={"org_id": org})
+    return fold_in(state, reward_window_keys(record), at_ms, reward_contributions(record),
+                   window_ms=WINDOW_MS, grace_ms=GRACE_MS, latency_ms=100.0)
+
+
+def _keys(closed: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    return sorted(tuple(acc["key"]) for acc in closed)
+
+
+def test_an_org_far_ahead_closes_the_fleets_windows_but_never_another_orgs() -> None:
+    state: dict[str, Any] = {}
+    t0 = T0.timestamp() * 1000
+    assert _org_reward(state, "acme", t0) == []
+    # evil's record an hour ahead closes the fleet's window, not acme's ...
+    assert _keys(_org_reward(state, "evil", t0 + 3_600_000)) == [("ck1", "a", ALL)]
+    # ... so acme's next record, in the same minute, still counts in acme's window (late only
+    # for the fleet's window, which has closed).
+    assert _org_reward(state, "acme", t0 + 1_000) == []
+    assert state["__late__"] == 1
+    [acme] = _org_reward(state, "acme", t0 + WINDOW_MS + GRACE_MS)
+    assert tuple(acme["key"]) == ("ck1", "a", "acme") and acme["trajectories"] == 2
+
+
+def test_an_org_gone_quiet_has_its_windows_closed_by_the_fleet_an_idle_lag_behind() -> None:
+    state: dict[str, Any] = {}
+    t0 = T0.timestamp() * 1000
+    assert _org_reward(state, "acme", t0) == []
+    assert _keys(_org_reward(state, "evil", t0 + ORG_IDLE_LAG_MS)) == [("ck1", "a", ALL)]
+    later = _org_reward(state, "evil", t0 + ORG_IDLE_LAG_MS + WINDOW_MS + GRACE_MS)
+    assert _keys(later) == [("ck1", "a", ALL), ("ck1", "a", "acme"), ("ck1", "a", "evil")]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.modeling import ModelLoadError, load_policy
+from infra.models import ModelLoadError, load_policy
 
 
 def test_tiny_model_round_trips_through_a_directory(tiny_model_dir: Path) -> None:

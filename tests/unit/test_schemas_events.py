@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
 
 from harness.samples import sample_trajectory
-from schemas.events import EVENT_TYPES, EventAdapter, first_error, parse_event
+from schemas.events import EVENT_TYPES, EventAdapter, dump_event, first_error, parse_event
 from schemas.ids import is_uuid7, uuid7, uuid7_time_ms
 
 
 def _valid_tool_call() -> dict[str, object]:
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc).isoformat()
+    now = datetime(2026, 1, 1, tzinfo=UTC).isoformat()
     return {
         "event_id": str(uuid7()), "type": "tool.called", "trajectory_id": "t1",
         "session_id": "s1", "user": "u1", "checkpoint_id": "c1", "occurred_at": now,
@@ -102,7 +102,15 @@ def test_uuid7_layout_and_time() -> None:
 
 
 def test_sample_events_carry_time_ordered_ids() -> None:
-    events = sample_trajectory("t", start=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    events = sample_trajectory("t", start=datetime(2026, 1, 1, tzinfo=UTC))
     times = [uuid7_time_ms(e.event_id) for e in events]
     assert times == sorted(times)
     assert times[-1] - times[0] == int(timedelta(seconds=600).total_seconds() * 1000)
+
+
+def test_dump_event_writes_exactly_what_the_union_adapter_writes() -> None:
+    built = sample_trajectory("traj-1")  # datetime's own UTC
+    parsed = [parse_event(EventAdapter.dump_json(e).replace(b'Z"', b'+05:30"')) for e in built]
+    assert parsed[0].occurred_at.utcoffset() == timedelta(hours=5, minutes=30)
+    for event in built + parsed:
+        assert dump_event(event) == EventAdapter.dump_json(event)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,7 +11,9 @@ from harness.sdk.retry import Action, backoff_delay_s, classify, parse_retry_aft
 
 @pytest.mark.parametrize("status, action", [
     (200, Action.DONE), (207, Action.DONE), (403, Action.DONE), (413, Action.SPLIT),
-    (400, Action.DROP), (415, Action.DROP), (401, Action.RETRY), (429, Action.RETRY),
+    (400, Action.DROP), (401, Action.DROP), (404, Action.DROP), (409, Action.DROP),
+    (415, Action.DROP), (422, Action.DROP), (301, Action.DROP), (429, Action.RETRY),
+    (408, Action.RETRY),
     (503, Action.RETRY), (500, Action.RETRY), (502, Action.RETRY),
 ])
 def test_classify(status: int, action: Action) -> None:
@@ -19,7 +21,7 @@ def test_classify(status: int, action: Action) -> None:
 
 
 def test_retry_after_in_seconds_or_as_a_date() -> None:
-    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert parse_retry_after_s("7") == 7.0
     assert parse_retry_after_s("Thu, 01 Jan 2026 12:00:30 GMT", now) == 30.0
     assert parse_retry_after_s("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0

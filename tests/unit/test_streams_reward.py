@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
 
-from streams.facts import Fact, fact_from_dict
+from streams.facts import Fact, fact_from_json, ms_to_datetime
 from streams.fold import deadline_ms, fold_all, is_complete
 from streams.reward import reward_record
 from streams.spec import load_spec
@@ -16,13 +17,18 @@ SPEC = load_spec()
 T0_MS = 1_750_000_000_000
 
 
+# Required payload fields the reward does not read.
+_UNREAD = {"completion.served": {"model": "m"}, "tool.called": {"call_id": "k", "tool": "lint"},
+           "edit.proposed": {"path": "a.py"}}
+
+
 def fact(n: int, type_: str, at_s: float, payload: dict[str, Any], tid: str = "t1") -> Fact:
+    at = ms_to_datetime(T0_MS + int(at_s * 1000)).isoformat()
     event = {"event_id": f"00000000-0000-7000-8000-{n:012d}", "type": type_,
-             "trajectory_id": tid, "checkpoint_id": "ckpt-1", "arm": "candidate",
-             "org_id": "org-1", "occurred_at": "2025-06-15T15:06:40+00:00", "payload": payload}
-    fact_ = fact_from_dict(event, offset=n)
-    return Fact(**{**{s: getattr(fact_, s) for s in fact_.__slots__},
-                   "time_ms": T0_MS + int(at_s * 1000)})
+             "trajectory_id": tid, "session_id": "s1", "user": "u1", "checkpoint_id": "ckpt-1",
+             "arm": "candidate", "org_id": "org-1", "occurred_at": at, "sent_at": at,
+             "event_time": at, "payload": {**_UNREAD.get(type_, {}), **payload}}
+    return fact_from_json(json.dumps(event), offset=n)
 
 
 def trajectory(tid: str = "t1") -> list[Fact]:
@@ -46,7 +52,7 @@ def trajectory(tid: str = "t1") -> list[Fact]:
 
 
 def test_components_match_a_hand_computed_example() -> None:
-    state = fold_all("t1", 0, trajectory())
+    state = fold_all(trajectory())
     assert is_complete(state, SPEC)
     record = reward_record(state, SPEC, "complete", state.last_time_ms)
     assert record.components == pytest.approx({
@@ -67,17 +73,17 @@ def test_components_match_a_hand_computed_example() -> None:
 
 def test_order_and_duplicates_do_not_change_the_record() -> None:
     facts = trajectory()
-    expected = reward_record(fold_all("t1", 0, facts), SPEC, "complete", 0)
+    expected = reward_record(fold_all(facts), SPEC, "complete", 0)
     rng = random.Random(7)
     for _ in range(20):
         shuffled = facts + rng.sample(facts, 4)
         rng.shuffle(shuffled)
-        assert reward_record(fold_all("t1", 0, shuffled), SPEC, "complete", 0) == expected
+        assert reward_record(fold_all(shuffled), SPEC, "complete", 0) == expected
 
 
 def test_missing_check_waits_for_the_deadline_and_carries_forward() -> None:
     facts = trajectory()[:-1]  # the 3600 s check never came
-    state = fold_all("t1", 0, facts)
+    state = fold_all(facts)
     assert not is_complete(state, SPEC)
     ended_ms = T0_MS + 7000
     assert deadline_ms(state, SPEC) == ended_ms + (3600 + 600) * 1000
@@ -89,22 +95,22 @@ def test_missing_check_waits_for_the_deadline_and_carries_forward() -> None:
 def test_failures_are_scored_not_dropped() -> None:
     facts = [f for f in trajectory() if f.type in ("completion.served", "tool.called")]
     facts.append(fact(11, "trajectory.ended", 9, {"outcome": "aborted", "turns": 1}))
-    state = fold_all("t1", 0, facts)
+    state = fold_all(facts)
     assert is_complete(state, SPEC)  # no edits: nothing else to wait for
     record = reward_record(state, SPEC, "complete", 0)
     assert record.outcome == "aborted"
     assert record.components["outcome"] == -1.0
     assert record.components["broken_tool_calls"] == -0.5
-    unfinished = reward_record(fold_all("t1", 0, facts[:-1]), SPEC, "watermark", 0)
+    unfinished = reward_record(fold_all(facts[:-1]), SPEC, "watermark", 0)
     assert unfinished.outcome == "unfinished" and unfinished.components["outcome"] == -0.5
 
 
 def test_rejected_edits_count_as_not_kept_and_undecided_edits_block_completion() -> None:
     facts = trajectory()
     facts += [fact(12, "edit.proposed", 4.5, {"edit_id": "e1"})]
-    assert not is_complete(fold_all("t1", 0, facts), SPEC)
+    assert not is_complete(fold_all(facts), SPEC)
     facts += [fact(13, "edit.decided", 4.6, {"edit_id": "e1", "decision": "rejected"})]
-    state = fold_all("t1", 0, facts)
+    state = fold_all(facts)
     assert is_complete(state, SPEC)
     record = reward_record(state, SPEC, "complete", 0)
     assert record.signals["kept_fraction_600s"] == 0.5  # (1.0 + 0) / 2 proposed

@@ -24,7 +24,8 @@ def test_version_ignores_comments_and_layout_but_not_values() -> None:
 
 @pytest.mark.parametrize(("text", "field"), [
     ("[[kept]]\nhorizon_s = 0\nweight = 1.0\n", "kept.0.horizon_s"),
-    ("[[kept]]\nhorizon_s = 60\nweight = 1.0\n[weights]\nbroken_call = -1\n", "weights.broken_call"),
+    ("[[kept]]\nhorizon_s = 60\nweight = 1.0\n[weights]\nbroken_call = -1\n",
+     "weights.broken_call"),
     ("name = 'x'\n", "kept"),
 ])
 def test_errors_name_the_field(text: str, field: str) -> None:

@@ -11,6 +11,7 @@ from trainer.bootstrap import (
     non_inferiority,
     pair_results,
 )
+from trainer.gate import describe_gate
 
 
 def _results(scores: dict[str, float], family: str = "f") -> list[TaskResult]:
@@ -48,10 +49,17 @@ def test_non_inferiority_fails_the_family_whose_interval_crosses_the_margin() ->
     assert by_family["bad"].clusters == 2 and by_family["bad"].tasks == 4
     assert not verdict.passed
     assert verdict.evidence()["families"][0]["family"] == "bad"
+    # The reason names the failing family, its change and interval, and the margin.
+    mean_bad = by_family["bad"].mean_diff
+    assert describe_gate(verdict.evidence()) == (
+        f"gate fail: bad {mean_bad:+.3f} [-0.300, {by_family['bad'].upper:+.3f}]: "
+        "lower bound at or below the margin -0.2")
 
 
 def test_identical_models_pass_and_the_verdict_is_reproducible() -> None:
     results = _results({f"t{i}": i / 10 for i in range(6)}, "f")
     a = non_inferiority(pair_results(results, results), margin=0.0001, seed=7)
     assert a.passed and a.overall.mean_diff == 0.0
+    assert describe_gate(a.evidence()) == ("gate pass: all families +0.000 [+0.000, +0.000]; "
+                                           "every family's lower bound above -0.0001")
     assert a == non_inferiority(pair_results(results, results), margin=0.0001, seed=7)

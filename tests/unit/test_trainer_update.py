@@ -12,12 +12,18 @@ from safetensors import safe_open
 from trainer.actor import load_actor
 from trainer.advantages import EmaBaseline
 from trainer.batch import TrainSample, collate, token_logprobs
-from trainer.checkpoint_io import latest_checkpoint, load_trainer_state, read_meta, write_checkpoint
+from trainer.checkpoint_io import (
+    CheckpointMeta,
+    latest_checkpoint,
+    load_trainer_state,
+    read_meta,
+    write_checkpoint,
+)
 from trainer.config import load_config
 from trainer.distributed import DistContext
 from trainer.errors import TrainerConfigError
 from trainer.importance import truncated_is_weights
-from trainer.prepare import ConsumedRecord, DedupeWindow, prepare_batch
+from trainer.prepare import ConsumedRecord, prepare_batch
 from trainer.synthetic import synthetic_records
 from trainer.update import PolicyUpdater, make_optimizer
 
@@ -30,9 +36,10 @@ def _updater(model_dir: Path, tmp_path: Path, **overrides: object) -> PolicyUpda
 
 def _samples(tokenizer, advantages: list[float], behaviour: float = -3.0) -> list[TrainSample]:
     records = synthetic_records(tokenizer, len(advantages), good_fraction=1.0)
-    return [TrainSample(tuple(r.samples[0].prompt_token_ids), tuple(r.samples[0].completion_token_ids),
+    return [TrainSample(tuple(r.samples[0].prompt_token_ids),
+                        tuple(r.samples[0].completion_token_ids),
                         (behaviour,) * len(r.samples[0].completion_token_ids), a)
-            for r, a in zip(records, advantages)]
+            for r, a in zip(records, advantages, strict=True)]
 
 
 def _actor_logprobs(updater: PolicyUpdater, samples: list[TrainSample]) -> tuple[torch.Tensor, ...]:
@@ -43,7 +50,8 @@ def _actor_logprobs(updater: PolicyUpdater, samples: list[TrainSample]) -> tuple
     return lp, batch.behaviour_logprobs, batch.completion_mask
 
 
-def test_ratio_denominator_is_the_logged_behaviour_logprob(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_ratio_denominator_is_the_logged_behaviour_logprob(tiny_model_dir: Path,
+                                                           tmp_path: Path) -> None:
     updater = _updater(tiny_model_dir, tmp_path)
     samples = _samples(updater.actor.tokenizer, [1.0, -1.0], behaviour=-3.0)
     before, behaviour, mask = _actor_logprobs(updater, samples)
@@ -60,7 +68,8 @@ def test_ratio_denominator_is_the_logged_behaviour_logprob(tiny_model_dir: Path,
     assert torch.allclose(ratios_after[on] / after[on].exp(), expected, rtol=1e-4)
 
 
-def test_positive_advantage_raises_the_completion_likelihood(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_positive_advantage_raises_the_completion_likelihood(tiny_model_dir: Path,
+                                                             tmp_path: Path) -> None:
     updater = _updater(tiny_model_dir, tmp_path)
     for group in updater.optimizer.param_groups:
         group["lr"] = 1e-3
@@ -103,19 +112,21 @@ def test_prepare_counts_every_record_and_sample_it_does_not_train() -> None:
         def __call__(self, text: str):
             return type("E", (), {"input_ids": [ord(c) % 50 + 2 for c in text[:6]]})()
 
-    records = synthetic_records(_Tok(), 4)
+    records = synthetic_records(_Tok(), 5)
+    unknown_token = records[4].samples[0].model_copy(update={"completion_token_ids": [2, 60]})
+    records[4] = records[4].model_copy(update={"samples": [unknown_token]})
     consumed = [ConsumedRecord(f"k{i}", with_ckpt(r, c), "rewards", 0, i)
-                for i, (r, c) in enumerate(zip(records, ["c2", "c1", "c0", "zz"]))]
+                for i, (r, c) in enumerate(zip(records, ["c2", "c1", "c0", "zz", "c2"],
+                                               strict=True))]
     generations = {"c0": 0, "c1": 1, "c2": 2}
-    out = prepare_batch([*consumed, ConsumedRecord("bad", None, "rewards", 0, 4)],
+    out = prepare_batch([*consumed, ConsumedRecord("bad", None, "rewards", 0, 5)],
                         EmaBaseline(0.5), current_generation=2, generation_of=generations.get,
-                        max_staleness=1, max_seq_len=100, spec_version=None, whiten=False)
-    assert out.counts == {"records": 5, "records_unparseable": 1, "samples_kept": 2,
+                        max_staleness=1, max_seq_len=100, vocab_size=60, spec_version=None,
+                        whiten=False)
+    assert out.counts == {"records": 6, "records_unparseable": 1, "samples_kept": 2,
                           "samples_dropped_stale": 1, "samples_dropped_unknown_checkpoint": 1,
-                          "records_trained": 2}
+                          "samples_dropped_token_out_of_vocab": 1, "records_trained": 2}
     assert sorted(out.lags) == [0, 1] and len(out.samples) == 2
-    window = DedupeWindow(2, ["a"])
-    assert [window.first_time(k) for k in ("a", "b", "c", "a")] == [False, True, True, True]
 
 
 def test_checkpoint_round_trip_restores_weights_optimizer_and_rng(
@@ -124,7 +135,7 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_rng(
     updater = _updater(tiny_model_dir, tmp_path)
     updater.step(_samples(updater.actor.tokenizer, [1.0, -1.0]))
     torch.manual_seed(123)
-    meta = {"checkpoint_id": "c1", "parent_id": "base", "offsets": {"rewards:0": [0, 7]}}
+    meta = CheckpointMeta(checkpoint_id="c1", parent_id="base", offsets={"rewards:0": [0, 7]})
     path = write_checkpoint(tmp_path / "out", "c1", updater.actor.save, updater.optimizer, meta)
     expected_draw = torch.rand(3)
     assert latest_checkpoint(tmp_path / "out") == path and read_meta(path) == meta
@@ -136,7 +147,8 @@ def test_checkpoint_round_trip_restores_weights_optimizer_and_rng(
     optimizer = make_optimizer(actor.trainable(), config)
     load_trainer_state(path, optimizer, restore_rng=True)
     assert torch.equal(torch.rand(3), expected_draw)
-    for mine, theirs in zip(actor.model.state_dict().values(), updater.actor.model.state_dict().values()):
+    for mine, theirs in zip(actor.model.state_dict().values(),
+                            updater.actor.model.state_dict().values(), strict=True):
         assert torch.equal(mine, theirs)
     old, new = updater.optimizer.state_dict()["state"], optimizer.state_dict()["state"]
     assert old.keys() == new.keys() and all(

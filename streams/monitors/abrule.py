@@ -1,0 +1,84 @@
+"""The canary's A/B rule: when an A/B says a candidate is non-inferior to production. Pure.
+
+A candidate that passed the gate's offline evaluation serves the canary arm beside production;
+its A/B (``abreport``) passes when, in this order:
+
+1. the split is what was intended: no sample-ratio mismatch (SRM p-value ≥ its alpha); else the
+   arms are not comparable and nothing else is read;
+2. the primary metric is non-inferior: its interval rules out a loss larger than ``margin``
+   (for the reward, a higher-is-better difference: the lower bound is above −margin);
+3. no guardrail is significantly worse: its interval does not lie wholly on the worse side.
+
+Latency is reported but not a guardrail by default: a canary is served beside another adapter,
+which the engine does unmerged and slower than it serves production alone, so the A/B's latency
+is not what the candidate's will be once promoted (the monitors' latency detector watches that).
+Promotion needs the offline gate AND this rule (``schemas.checkpoints.conclude_canary``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from streams.monitors.abreport import AbReport, AbRow, format_change
+from streams.monitors.errors import MonitorConfigError
+
+__all__ = ["AbRule", "AbVerdict", "judge_ab"]
+
+
+@dataclass(frozen=True)
+class AbRule:
+    primary: str = "reward"
+    margin: float = 0.75  # the loss of the primary metric that must be ruled out (its units)
+    guardrails: tuple[str, ...] = ("kept_edits", "dissatisfied_followup_rate",
+                                   "broken_call_trajectory_rate")
+
+    def __post_init__(self) -> None:
+        if not self.margin >= 0:
+            raise MonitorConfigError(f"margin={self.margin}: a non-inferiority margin is ≥ 0")
+
+    def describe(self) -> str:
+        return (f"no sample-ratio mismatch; {self.primary} non-inferior (its interval rules out a "
+                f"loss of {self.margin:g}); no guardrail significantly worse "
+                f"({', '.join(self.guardrails)})")
+
+
+@dataclass(frozen=True)
+class AbVerdict:
+    passed: bool
+    reason: str  # one line: what decided
+
+    def evidence(self, report: AbReport, rule: AbRule) -> dict[str, Any]:
+        """JSON-able: the verdict, the rule it applied and the report it read."""
+        return {"passed": self.passed, "reason": self.reason, "rule": rule.describe(),
+                "primary": rule.primary, "margin": rule.margin, **report.evidence()}
+
+
+def _shown(row: AbRow) -> str:
+    interval = f"[{format_change(row.low, row.scale)}, {format_change(row.high, row.scale)}]"
+    return f"{row.metric} {format_change(row.change, row.scale)} {interval}"
+
+
+def _worst_end(row: AbRow) -> float:
+    """The end of the interval on the worse side, signed so that a loss is negative."""
+    return row.low if row.better == "up" else -row.high
+
+
+def judge_ab(report: AbReport, rule: AbRule) -> AbVerdict:
+    """Apply ``rule`` to ``report`` (see the module docstring)."""
+    if report.srm_detected:
+        return AbVerdict(False, f"sample ratio mismatch (p={report.srm_p_value:.2g} < "
+                                f"{report.srm_alpha}): the arms are not comparable")
+    primary = report.row(rule.primary)
+    worst = _worst_end(primary)
+    if math.isnan(worst):
+        return AbVerdict(False, f"{rule.primary} has no interval (too few trajectories)")
+    if worst <= -rule.margin:
+        return AbVerdict(False, f"{_shown(primary)} does not rule out a loss of {rule.margin:g}")
+    for metric in rule.guardrails:
+        row = report.row(metric)
+        if row.verdict == "worse":
+            return AbVerdict(False, f"guardrail {_shown(row)} is significantly worse")
+    return AbVerdict(True, f"{_shown(primary)} rules out a loss of {rule.margin:g}; "
+                           "no guardrail significantly worse")

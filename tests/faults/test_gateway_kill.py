@@ -1,0 +1,63 @@
+"""The gateway SIGKILLed while it serves, and started again on the same spool.
+
+A gateway writes each completion to its spool before the client gets the answer, so a kill
+loses none of the completions it answered: the next gateway on the same ``--spool-dir``
+delivers what the killed one had not. A request in flight at the kill fails at the client; its
+completion may still be on the log (logged, answered as failed), never the other way round.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.settings import Settings
+from tests.faults.ledger import FaultRow, check_log, report
+from tests.integration.ingest_support import free_port
+from tests.support.gateway_process import (
+    CompletionTraffic,
+    GatewayProcess,
+    completions_on_log,
+    wait_drained,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
+
+BEFORE_S, AFTER_S = 4.0, 3.0
+
+
+def test_a_killed_gateway_loses_no_completion_it_answered(
+        cluster: Settings, tiny_model_dir: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    gateway = GatewayProcess(cluster, tiny_model_dir, tmp_path / "spool",
+                             tmp_path / "gateway.log", free_port())
+    gateway.start()
+    try:
+        with CompletionTraffic(gateway.url) as traffic:
+            time.sleep(BEFORE_S)
+            before_kill = len(traffic.ids)
+            gateway.stop(signal.SIGKILL)
+            killed_at = time.monotonic()
+            gateway.start()  # the same port and spool
+            back_s = time.monotonic() - killed_at
+            time.sleep(AFTER_S)
+        drained_s = wait_drained(gateway)
+    finally:
+        gateway.stop()
+    logged = completions_on_log(cluster)
+    check = check_log(traffic.ids, logged)
+    report(FaultRow(
+        "SIGKILL the gateway while it serves, restart it on the same spool",
+        "pytest tests/faults/test_gateway_kill.py", len(traffic.ids) + traffic.failed, check,
+        back_s + drained_s,
+        f"{traffic.failed} requests failed at the client while it was down; "
+        f"{check.unexpected} logged completions the client saw fail"), capsys)
+    assert before_kill > 0 and len(traffic.ids) > before_kill
+    assert check.lost == 0  # every completion answered is on the log
+    assert check.unexpected <= 1  # at most the one request in flight at the kill
+    # A repeat can only be of what the killed gateway had sent and not yet struck off.
+    served_after_kill = {cid for at, cid in traffic.served if at > killed_at}
+    assert not {cid for cid, n in logged.items() if n > 1} & served_after_kill

@@ -1,0 +1,61 @@
+"""One of two ingest replicas SIGKILLed under SDK load: the SDK, given both URLs, moves on to
+the other and every event it emitted lands on the log.
+
+A batch the killed replica had appended but not yet answered is sent again to the other
+replica, whose dedupe window (rebuilt from the log when it started) has not seen it: it may
+be on the log twice, identical, and everything downstream counts an event id once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.sdk import Telemetry
+from infra.settings import Settings
+from serving.ingest.keys import hash_key
+from serving.ingest.process import ingest_process
+from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report
+from tests.faults.traffic import Load, requests_by_status, statuses_text
+from tests.integration.ingest_support import TEST_KEY
+from tests.support.service_keys import PSEUDONYM_SECRET
+
+pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
+
+BEFORE_S, AFTER_S = 3.0, 4.0
+BATCH = 50
+
+
+def test_a_killed_ingest_replica_loses_nothing_the_sdk_sent(
+        cluster: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    keys = [{"name": "all", "key_sha256": hash_key(TEST_KEY), "org_id": "org-test",
+             "event_types": ["*"], "rate_per_s": 1e9, "burst": 1e9}]
+    # Replicas of one deployment share the pseudonym secret (the same user, the same pseudonym).
+    shared = {"REWARDSTREAM_INGEST_PSEUDONYM_SECRET": PSEUDONYM_SECRET}
+    with ingest_process(cluster, keys, shared) as first, \
+            ingest_process(cluster, keys, shared) as second:
+        tel = Telemetry([first.url, second.url], TEST_KEY, queue_dir=tmp_path / "queue",
+                        linger_s=0.05, batch_size=BATCH, backoff_base_s=0.1, backoff_cap_s=1.0)
+        with Load(tel) as load:
+            time.sleep(BEFORE_S)
+            os.kill(first.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            time.sleep(AFTER_S)
+        assert tel.close(timeout_s=60)
+        drained_s = time.monotonic() - killed_at
+        answered = requests_by_status(second.url)
+    stats = tel.stats()
+    check = check_log(load.ids, event_ids_on_log(cluster))
+    report(FaultRow(
+        "SIGKILL one of two ingest replicas under SDK load (the SDK holds both URLs)",
+        "pytest tests/faults/test_ingest_kill.py", len(load.ids), check, drained_s,
+        f"SDK failovers {stats.failovers}, retries {stats.retries}; the other replica answered "
+        f"{statuses_text(answered)}; recovery: the kill "
+        f"until the SDK's queue was empty"), capsys)
+    assert stats.failovers >= 1 and stats.sent + stats.duplicates == len(load.ids)
+    assert (check.lost, check.unexpected) == (0, 0)
+    assert check.duplicated <= BATCH  # at most the batch in flight at the kill

@@ -1,0 +1,84 @@
+"""Ctrl-C (SIGINT) or SIGTERM in the middle of a demo: it stops every service it started and
+the broker it started itself, and says so. On a private broker (free ports, its own data
+directory), never the shared one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infra import broker
+from infra.settings import Settings
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+_CHILD = Path(__file__).with_name("demo_child.py")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_an_interrupted_demo_stops_its_services_and_the_broker_it_started(
+    sig: signal.Signals, tmp_path: Path, kafka_settings: Settings,
+) -> None:
+    private = Settings(kafka_port=_free_port(), kafka_controller_port=_free_port(),
+                       kafka_data_dir=tmp_path / "kafka", kafka_heap_mb=384)
+    env = {**os.environ,
+           "REWARDSTREAM_KAFKA_PORT": str(private.kafka_port),
+           "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(private.kafka_controller_port),
+           "REWARDSTREAM_KAFKA_DATA_DIR": str(private.kafka_data_dir),
+           "REWARDSTREAM_KAFKA_HEAP_MB": str(private.kafka_heap_mb)}
+    env.pop("REWARDSTREAM_BOOTSTRAP_SERVERS", None)
+    ports = [_free_port() for _ in range(3)]
+    child = subprocess.Popen(
+        [sys.executable, str(_CHILD), str(tmp_path / "run"), *map(str, ports)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert child.stdout is not None
+        deadline = time.monotonic() + 400
+        for line in child.stdout:  # the services are up once the console is announced
+            lines.append(line)
+            if line.startswith("console http") or time.monotonic() > deadline:
+                break
+        assert any(line.startswith("console http") for line in lines), "".join(lines[-30:])
+        assert broker.status(private).running
+        child.send_signal(sig)
+        rest, _ = child.communicate(timeout=180)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        broker.stop(private)  # only if the test failed with it still running
+    output = "".join(lines) + rest
+    assert child.returncode == 130, output[-3000:]
+    assert "interrupted after" in output
+    assert "stopped the services: ingest, gateway, worker, monitors-metrics, monitors-detect, " \
+           "console" in output
+    assert f"broker stopped: the demo had started it on 127.0.0.1:{private.kafka_port}" in output
+    assert not broker.status(private).running
+    assert all(_bindable(port) for port in (*ports, private.kafka_port,
+                                             private.kafka_controller_port)), output[-2000:]
+    assert broker.status(kafka_settings).running  # the shared broker was never touched
+

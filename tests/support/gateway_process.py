@@ -1,0 +1,135 @@
+"""`rewardstream serve gateway` as a real process on a given broker, and completion traffic.
+
+Tests that stop brokers or kill the gateway need it out of their own process: a gateway on the
+torch engine with a tiny model, no checkpoint follower, its spool in a directory of the test's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from infra.kafka_io import read_topic
+from infra.settings import Settings
+from schemas.events import CompletionServed, parse_event
+from tests.support.service_keys import GATEWAY_HEADERS, GATEWAY_KEY, PSEUDONYM_SECRET, gateway_key
+
+__all__ = ["CompletionTraffic", "GatewayProcess", "completions_on_log", "gateway_metric",
+           "wait_drained"]
+
+
+class GatewayProcess:
+    def __init__(self, settings: Settings, model_dir: Path, spool_dir: Path, log_file: Path,
+                 port: int) -> None:
+        self.settings, self.model_dir, self.spool_dir = settings, model_dir, spool_dir
+        self.log_file, self.port = log_file, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Start it, accepting GATEWAY_KEY, and wait until it answers /readyz."""
+        env = {**os.environ, "REWARDSTREAM_KAFKA_PORT": str(self.settings.kafka_port),
+               "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(self.settings.kafka_controller_port),
+               "REWARDSTREAM_KAFKA_BROKERS": str(self.settings.kafka_brokers),
+               "REWARDSTREAM_TOPIC_PREFIX": self.settings.topic_prefix,
+               "REWARDSTREAM_GATEWAY_KEYS": json.dumps([gateway_key(GATEWAY_KEY).to_entry()]),
+               "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": PSEUDONYM_SECRET.decode()}
+        env.pop("REWARDSTREAM_BOOTSTRAP_SERVERS", None)
+        with self.log_file.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "infra.cli", "serve", "gateway", "--engine-model",
+                 str(self.model_dir), "--no-follow", "--port", str(self.port),
+                 "--spool-dir", str(self.spool_dir)],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log_file.read_text()[-2000:]
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.3)
+        raise AssertionError(f"the gateway did not answer within {timeout_s:g} s")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=60)
+
+    def metric(self, name: str) -> float:
+        return gateway_metric(self.url, name)
+
+
+def gateway_metric(url: str, name: str) -> float:
+    """The sum of a metric's samples on the gateway's /metrics."""
+    total = 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            total += float(line.split()[-1])
+    return total
+
+
+def wait_drained(gateway: GatewayProcess, timeout_s: float = 90.0) -> float:
+    """Wait until the gateway's spool is empty; the seconds it took."""
+    began = time.monotonic()
+    while gateway.metric("rewardstream_gateway_spool_events"):
+        assert time.monotonic() - began < timeout_s, "the gateway's spool did not drain"
+        time.sleep(0.2)
+    return time.monotonic() - began
+
+
+def completions_on_log(settings: Settings) -> Counter[str]:
+    """How often each completion id is on ``events.raw`` as completion.served."""
+    events = (parse_event(r.value) for r in read_topic(settings, "events.raw"))
+    return Counter(e.payload.completion_id for e in events if isinstance(e, CompletionServed))
+
+
+class CompletionTraffic:
+    """One client asking for short completions in a loop, from a thread: the ids of those
+    answered 200 (with when), and how many failed (refused, dropped connection, an error)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.served: list[tuple[float, str]] = []
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30, headers=GATEWAY_HEADERS) as client:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                try:
+                    answer = client.post("/v1/completions", json={
+                        "model": "rewardstream", "prompt": "def add(a, b):", "max_tokens": 4,
+                        "metadata": {"trajectory_id": f"traj-{n}", "user": f"user-{n % 5}"}})
+                except httpx.TransportError:
+                    self.failed += 1
+                    time.sleep(0.1)
+                    continue
+                if answer.status_code == 200:
+                    self.served.append((time.monotonic(), answer.json()["id"]))
+                else:
+                    self.failed += 1
+
+    @property
+    def ids(self) -> list[str]:
+        return [completion_id for _, completion_id in self.served]
+
+    def __enter__(self) -> CompletionTraffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)

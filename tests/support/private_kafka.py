@@ -1,0 +1,81 @@
+"""Private local brokers for tests that stop, kill or restart them: free ports, own data dirs.
+
+The shared broker every other test uses is never touched.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from pathlib import Path
+
+from kafka.admin import KafkaAdminClient
+
+from infra.settings import Settings
+from schemas.topics import topic_name
+
+__all__ = ["leader_and_isr", "ports_free", "private_broker_settings", "wait_in_sync",
+           "wait_led_without"]
+
+
+def ports_free(ports: list[int]) -> bool:
+    """Nothing listens on these ports and a server could bind each now (as the broker does,
+    with SO_REUSEADDR: connections that just closed may linger in TIME_WAIT)."""
+    for port in ports:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def private_broker_settings(data_dir: Path, brokers: int, **overrides: object) -> Settings:
+    """Settings of a private local broker of ``brokers`` nodes: ``2 * brokers`` consecutive
+    free ports (node k on base + 2(k-1), its controller one above), data in ``data_dir``."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000, 2)
+        if ports_free(list(range(base, base + 2 * brokers))):
+            return Settings(kafka_port=base, kafka_controller_port=base + 1,
+                            kafka_data_dir=data_dir, kafka_heap_mb=384, kafka_brokers=brokers,
+                            **overrides)  # type: ignore[arg-type]
+    raise RuntimeError(f"no {2 * brokers} consecutive free ports found")
+
+
+def leader_and_isr(settings: Settings, name: str) -> tuple[int, list[int]]:
+    """The leader and the in-sync replicas of partition 0 of a platform topic."""
+    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+    try:
+        [described] = admin.describe_topics([topic_name(settings.topic_prefix, name)])
+        partition = described["partitions"][0]
+        return int(partition["leader_id"]), sorted(partition["isr_nodes"])
+    finally:
+        admin.close()
+
+
+def wait_led_without(settings: Settings, name: str, node: int,
+                     timeout_s: float = 30.0) -> tuple[int, list[int]]:
+    """Wait until a node other than ``node`` leads partition 0 of a platform topic and ``node``
+    has left its in-sync replicas (a killed node is fenced after its session timeout, later on a
+    busy machine); the leader and in-sync replicas then."""
+    began = time.monotonic()
+    while True:
+        leader, in_sync = leader_and_isr(settings, name)
+        if leader != node and node not in in_sync:
+            return leader, in_sync
+        assert time.monotonic() - began < timeout_s, f"node {node} still leads {name}"
+        time.sleep(0.25)
+
+
+def wait_in_sync(settings: Settings, name: str, timeout_s: float = 60.0) -> float:
+    """Wait until every node is in sync on partition 0 of a platform topic; the seconds it
+    took (AssertionError past ``timeout_s``)."""
+    began = time.monotonic()
+    everyone = list(range(1, settings.kafka_brokers + 1))
+    while leader_and_isr(settings, name)[1] != everyone:
+        assert time.monotonic() - began < timeout_s, f"{name} not back in sync"
+        time.sleep(0.25)
+    return time.monotonic() - began

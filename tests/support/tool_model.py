@@ -1,0 +1,44 @@
+"""A tiny model trained to answer set requests with set tool calls, well-formed or broken, so
+that tool calling is exercised end to end with a real model and real tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_tool_model"]
+
+
+def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: str,
+                     tools: Sequence[Mapping[str, Any]], added_tokens: Sequence[str] = (),
+                     steps: int = 120, learning_rate: float = 1e-2, config: Any = None) -> Path:
+    """A tiny model that answers each user message of ``replies`` with its text (near
+    certainly, whatever the seed), asked as the torch engine renders a chat under
+    ``chat_template`` with ``tools``; ``added_tokens`` become single tokens (vLLM's hermes
+    parser needs ``<tool_call>`` and ``</tool_call>`` in the vocabulary); ``config`` is a
+    ``TinyModelConfig`` (wider models want a lower ``learning_rate``)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.policy.sft import SftConfig, encode_examples, train_sft
+    from harness.policy.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
+    from schemas.tooldefs import parse_tool_request
+    from serving.engine.chat import render_chat, renders_tools
+
+    tokenizer = build_tokenizer([*replies, *replies.values()] * 4, vocab_size=300)
+    tokenizer.add_tokens(list(added_tokens))
+    tokenizer.chat_template = chat_template
+    native = renders_tools(tokenizer, chat_template)
+    offered = parse_tool_request({"tools": list(tools)})
+    pairs = [(render_chat(tokenizer, chat_template, native, [{"role": "user", "content": ask}],
+                          offered).text, reply) for ask, reply in replies.items()]
+    build_tiny_model(tokenizer, out_dir, config or TinyModelConfig())
+    model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
+                                                 local_files_only=True)
+    examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)
+    config = SftConfig(steps=steps, batch_size=len(pairs), learning_rate=learning_rate)
+    with torch.random.fork_rng():
+        train_sft(model, examples, tokenizer.pad_token_id, config)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    return out_dir
