@@ -76,8 +76,12 @@ case "$job" in
   test)
     run_checks
     ensure_test_system_packages
+    # Every run gets a new broker: a reused one starts by recovering the thousands of topics
+    # earlier runs left behind (after an unclean stop, every segment), and may miss its deadline.
+    REWARDSTREAM_KAFKA_DATA_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rewardstream-test-kafka.XXXXXX")
+    export REWARDSTREAM_KAFKA_DATA_DIR
+    trap 'rewardstream kafka stop >/dev/null 2>&1 || true; rm -rf "$REWARDSTREAM_KAFKA_DATA_DIR"' EXIT
     rewardstream kafka start || { [ "${CI:-}" = "true" ] && exit 1; echo "continuing without a broker: Kafka tests will be skipped"; }
-    trap 'rewardstream kafka stop >/dev/null 2>&1 || true' EXIT
     cd "$root"
     python -m pytest "$@"
     ;;

@@ -158,18 +158,23 @@ def wait_started(procs: dict[Node, subprocess.Popen[bytes]], timeout_s: float) -
     while waiting and time.monotonic() < deadline:
         for node, proc in list(waiting.items()):
             if proc.poll() is not None:
-                tail = node.log_file.read_text(errors="replace").strip().splitlines()[-5:]
                 _terminate(procs)
                 raise BrokerError(
                     f"Kafka node {node.node_id} exited with code {proc.returncode} during "
-                    f"start-up; last log lines ({node.log_file}): " + " | ".join(tail))
+                    f"start-up; last log lines ({node.log_file}): {_log_tail(node)}")
             if _started(node):
                 del waiting[node]
         time.sleep(0.25)
     if waiting:
         _terminate(procs)
-        late = ", ".join(str(node.log_file) for node in waiting)
-        raise BrokerError(f"the Kafka broker did not start within {timeout_s:.0f} s; see {late}")
+        late = "; ".join(f"node {node.node_id} ({node.log_file}): {_log_tail(node)}"
+                         for node in waiting)
+        raise BrokerError(f"the Kafka broker did not start within {timeout_s:.0f} s; "
+                          f"last log lines of {late}")
+
+
+def _log_tail(node: Node, lines: int = 5) -> str:
+    return " | ".join(node.log_file.read_text(errors="replace").strip().splitlines()[-lines:])
 
 
 def _terminate(procs: dict[Node, subprocess.Popen[bytes]]) -> None:

@@ -20,6 +20,7 @@ from infra.topics import create_topics
 from serving.ingest.app import create_app
 from serving.ingest.config import IngestConfig
 from serving.ingest.keys import ApiKey, KeyRing, hash_key
+from tests.support.private_kafka import private_broker_settings
 from tests.support.service_keys import PSEUDONYM_SECRET
 
 __all__ = ["IngestServer", "free_port", "ingest_config", "metric", "private_broker", "read_topic",
@@ -96,8 +97,7 @@ def read_topic(settings: Settings, name: str) -> list[Any]:
 def private_broker(data_dir: Path, topic_prefix: str) -> Iterator[Settings]:
     """A broker of the test's own on free ports, for tests that stop and start it, with every
     platform topic created; stopped at the end."""
-    settings = Settings(kafka_port=free_port(), kafka_controller_port=free_port(),
-                        kafka_data_dir=data_dir, kafka_heap_mb=384, topic_prefix=topic_prefix)
+    settings = private_broker_settings(data_dir, 1, topic_prefix=topic_prefix)
     try:
         broker.start(settings)
         create_topics(settings)

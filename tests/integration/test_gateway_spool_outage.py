@@ -15,18 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ingest_support import free_port
+from ingest_support import free_port, private_broker
 
 from infra import broker
 from infra.settings import Settings
-from infra.topics import create_topics
 from tests.support.gateway_process import (
     CompletionTraffic,
     GatewayProcess,
     completions_on_log,
     wait_drained,
 )
-from tests.support.private_kafka import private_broker_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -36,13 +34,8 @@ BEFORE_S, OUTAGE_S, AFTER_S = 3.0, 2.0, 2.0
 
 @pytest.fixture
 def private(tmp_path: Path) -> Iterator[Settings]:
-    settings = private_broker_settings(tmp_path / "kafka", 1, topic_prefix="spool.")
-    try:
-        broker.start(settings)
-        create_topics(settings)
+    with private_broker(tmp_path / "kafka", "spool.") as settings:
         yield settings
-    finally:
-        broker.stop(settings)
 
 
 @pytest.fixture

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
-from ingest_support import free_port, running_server
+from ingest_support import running_server
 from kafka.errors import TopicAuthorizationFailedError
 from monitors_seed import metrics_worker, wait_for
 
@@ -31,7 +29,7 @@ from infra import broker
 from infra.broker_security import ADMIN
 from infra.credentials import credentials_dir, principal_settings
 from infra.errors import BrokerError
-from infra.kafka_auth import client_env, python_client_options
+from infra.kafka_auth import python_client_options
 from infra.kafka_io import make_producer, read_topic, send
 from infra.principals import PRINCIPALS
 from infra.principals_admin import create_principals
@@ -41,6 +39,8 @@ from schemas.events import EventAdapter
 from schemas.metrics import MetricWindow
 from streams.monitors.simulate import PROFILES, Segment, simulate
 from streams.spec import DEFAULT_SPEC_PATH
+from tests.support.join_workers import start_worker, stop_workers
+from tests.support.private_kafka import private_broker_settings
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -49,9 +49,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 def secured(tmp_path_factory: pytest.TempPathFactory, kafka_settings: Settings,
             ) -> Iterator[Settings]:
     """A secured private broker with the platform's topics (prefix ``acl.``) and principals."""
-    settings = Settings(kafka_port=free_port(), kafka_controller_port=free_port(),
-                        kafka_data_dir=tmp_path_factory.mktemp("secured-kafka"),
-                        kafka_heap_mb=384, topic_prefix="acl.")
+    settings = private_broker_settings(tmp_path_factory.mktemp("secured-kafka"), 1,
+                                       topic_prefix="acl.")
     started = time.monotonic()
     broker.start(settings, secure=True)
     print(f"\nsecured broker: formatted and started in {time.monotonic() - started:.1f} s")
@@ -129,20 +128,11 @@ def _reward_worker(settings: Settings, datadir: Path) -> Iterator[subprocess.Pop
     default = DEFAULT_SPEC_PATH.read_text()
     spec.write_text(default.replace("[[kept]]\nhorizon_s = 3600\nweight = 1.0\n", ""))
     assert spec.read_text() != default
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "infra.cli", "worker", "--datadir", str(datadir), "--spec",
-         str(spec), "--loglevel", "warning"],
-        env={**os.environ, **client_env(settings)}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+    worker = start_worker(settings, datadir, datadir.with_suffix(".log"), "--spec", str(spec))
     try:
         yield worker
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        stop_workers([worker])
 
 
 def test_services_work_as_their_principals(secured: Settings, tmp_path: Path) -> None:

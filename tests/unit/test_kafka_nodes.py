@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from infra import broker
-from infra.broker_node import nodes, write_config
-from infra.errors import ConfigError
+from infra.broker_node import nodes, wait_started, write_config
+from infra.errors import BrokerError, ConfigError
 from infra.replication import Replication, replication_for
 from infra.settings import Settings, load_settings
 
@@ -93,3 +95,14 @@ def test_status_of_a_cluster_that_never_ran(tmp_path: Path) -> None:
     assert [n.data_dir for n in state.nodes] == [tmp_path / f"node-{k}" for k in (1, 2, 3)]
     assert "0 of 3 nodes running" in state.describe()
     assert broker.stop(settings) is False
+
+
+def test_a_node_that_never_starts_is_stopped_and_its_last_log_lines_quoted(
+        tmp_path: Path) -> None:
+    node = nodes(Settings(kafka_data_dir=tmp_path))[0]
+    node.log_file.write_text("[..] INFO Loading logs\n[..] INFO Recovering segment 7 of 9000\n")
+    stuck = subprocess.Popen(["sleep", "60"])
+    with pytest.raises(BrokerError, match="did not start within 1 s") as raised:
+        wait_started({node: stuck}, timeout_s=1.0)
+    assert "Recovering segment 7 of 9000" in str(raised.value)
+    assert stuck.wait(timeout=5) == -signal.SIGTERM
