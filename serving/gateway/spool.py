@@ -35,7 +35,7 @@ from prometheus_client.registry import Collector
 from infra.disk_queue import DiskQueue
 from infra.throttle import ThrottledLog
 
-__all__ = ["EventSpool", "Outcome"]
+__all__ = ["EventSpool", "Outcome", "retry_pause_s"]
 
 log = logging.getLogger(__name__)
 _BATCH_EVENTS = 500
@@ -43,6 +43,13 @@ _LINGER_S = 0.02
 _BACKOFF_S = (0.5, 5.0)
 _LOST_PREFIX = "dropped_"
 _FIRST_DEPTH_WARNING = 50  # events waiting; each later warning at twice the last
+
+
+def retry_pause_s(failures: int, first_s: float, most_s: float) -> float:
+    """The pause after ``failures`` (≥ 1) failed rounds in a row: doubling from ``first_s`` up
+    to ``most_s``. The exponent is capped: an outage of hours runs into thousands of rounds, and
+    a float overflow would end the delivery thread."""
+    return min(first_s * 2.0 ** min(failures - 1, 60), most_s)
 
 
 class Outcome(Enum):
@@ -153,11 +160,13 @@ class EventSpool:
     def _run(self) -> None:
         failures = 0
         while True:
-            pause = self._linger_s if failures == 0 else min(
-                self._backoff_s[0] * 2 ** (failures - 1), self._backoff_s[1])
+            pause = (retry_pause_s(failures, *self._backoff_s) if failures
+                     else self._linger_s)
             with self._cond:
                 if not self._closing:
                     self._cond.wait(pause)
+                elif failures:  # closing on a broker that does not answer: retry, not spin
+                    self._cond.wait(min(pause, max(0.0, self._deadline_s - time.monotonic())))
                 closing = self._closing
             if closing and (self._gave_up() or self._queue.pending_events == 0):
                 return

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from serving.gateway.spool import EventSpool, Outcome
+from serving.gateway.spool import EventSpool, Outcome, retry_pause_s
 
 
 class ScriptedKafka:
@@ -122,6 +122,8 @@ def test_what_is_not_delivered_by_close_is_delivered_after_a_restart(tmp_path: P
     began = time.monotonic()
     assert spool.close(0.3) is False
     assert time.monotonic() - began < 3.0  # close gives up on a broker that does not answer
+    # ... after retrying at its backoff (0.02 s doubling to 0.05 s), not in a busy loop
+    assert len(down.sent) <= 25 * 20
     up = ScriptedKafka(lambda _line, _attempt: Outcome.ACKNOWLEDGED)
     restarted, _ = _spool(tmp_path, up)
     _wait(lambda: restarted.pending_events == 0)
@@ -166,3 +168,9 @@ def test_batches_stay_small_while_kafka_is_away(tmp_path: Path) -> None:
     _wait(lambda: spool.pending_events == 0)
     assert kafka.acknowledged == lines and max(sizes) <= 500
     spool.close(1.0)
+
+
+def test_the_retry_pause_doubles_to_its_ceiling_and_survives_any_number_of_failures() -> None:
+    assert [retry_pause_s(n, 0.5, 5.0) for n in (1, 2, 3, 4, 5)] == [0.5, 1.0, 2.0, 4.0, 5.0]
+    # an outage of days at 5 s a round: the exponent must not overflow a float
+    assert retry_pause_s(200_000, 0.5, 5.0) == 5.0
