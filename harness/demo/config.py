@@ -65,7 +65,7 @@ class DemoConfig:
     # Canary: a candidate that passes the gate serves this share of the next cycle's users
     # (sticky by user) beside production, and is promoted only if that A/B passes
     # (streams.monitors.abrule): no sample-ratio mismatch, a reward difference whose 95% lower
-    # bound is above −ab_margin, no guardrail significantly worse. Half the users, because at
+    # bound is above −ab_margin, no guardrail worse beyond its tolerance. Half the users, because at
     # 160 trajectories a cycle a smaller arm could rule out only losses larger than any seen;
     # at 80 per arm the reward difference's interval spans about ±0.45 (a trajectory's reward
     # has a standard deviation of about 1.4), so a candidate as good as production clears a

@@ -7,7 +7,12 @@ its A/B (``abreport``) passes when, in this order:
    arms are not comparable and nothing else is read;
 2. the primary metric is non-inferior: its interval rules out a loss larger than ``margin``
    (for the reward, a higher-is-better difference: the lower bound is above −margin);
-3. no guardrail is significantly worse: its interval does not lie wholly on the worse side.
+3. no guardrail is worse beyond its tolerance: its interval does not lie wholly beyond the
+   tolerance on the worse side (a relative change past ``guardrail_relative_tolerance``, or, for
+   a rate that rises from 0 and so is a difference, past ``guardrail_difference_tolerance``).
+   A zero tolerance would let any significant drift veto: a candidate that mends a production
+   which made no tool calls at all (and so broke none) was refused for a broken-call rate of
+   +0.06 [+0.009, +0.11] while its reward was +1.05 [+0.76, +1.35] better.
 
 Latency is reported but not a guardrail by default: a canary is served beside another adapter,
 which the engine does unmerged and slower than it serves production alone, so the A/B's latency
@@ -33,15 +38,23 @@ class AbRule:
     margin: float = 0.75  # the loss of the primary metric that must be ruled out (its units)
     guardrails: tuple[str, ...] = ("kept_edits", "dissatisfied_followup_rate",
                                    "broken_call_trajectory_rate")
+    guardrail_relative_tolerance: float = 0.25  # a guardrail 25% worse, with confidence, fails
+    guardrail_difference_tolerance: float = 0.05  # a rate from 0: 5 points worse fails
 
     def __post_init__(self) -> None:
-        if not self.margin >= 0:
-            raise MonitorConfigError(f"margin={self.margin}: a non-inferiority margin is ≥ 0")
+        for name in ("margin", "guardrail_relative_tolerance", "guardrail_difference_tolerance"):
+            if not getattr(self, name) >= 0:
+                raise MonitorConfigError(f"{name}={getattr(self, name)}: it is ≥ 0")
+
+    def tolerance(self, row: AbRow) -> float:
+        return (self.guardrail_relative_tolerance if row.scale == "relative"
+                else self.guardrail_difference_tolerance)
 
     def describe(self) -> str:
         return (f"no sample-ratio mismatch; {self.primary} non-inferior (its interval rules out a "
-                f"loss of {self.margin:g}); no guardrail significantly worse "
-                f"({', '.join(self.guardrails)})")
+                f"loss of {self.margin:g}); no guardrail ({', '.join(self.guardrails)}) worse "
+                f"beyond its tolerance ({self.guardrail_relative_tolerance:.0%}, or "
+                f"{self.guardrail_difference_tolerance:g} for a rate from 0) with confidence")
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,10 @@ class AbVerdict:
     def evidence(self, report: AbReport, rule: AbRule) -> dict[str, Any]:
         """JSON-able: the verdict, the rule it applied and the report it read."""
         return {"passed": self.passed, "reason": self.reason, "rule": rule.describe(),
-                "primary": rule.primary, "margin": rule.margin, **report.evidence()}
+                "primary": rule.primary, "margin": rule.margin,
+                "guardrail_tolerance": {"relative": rule.guardrail_relative_tolerance,
+                                        "difference": rule.guardrail_difference_tolerance},
+                **report.evidence()}
 
 
 def _shown(row: AbRow) -> str:
@@ -63,6 +79,11 @@ def _shown(row: AbRow) -> str:
 def _worst_end(row: AbRow) -> float:
     """The end of the interval on the worse side, signed so that a loss is negative."""
     return row.low if row.better == "up" else -row.high
+
+
+def _best_end(row: AbRow) -> float:
+    """The end of the interval on the better side, signed so that a loss is negative."""
+    return row.high if row.better == "up" else -row.low
 
 
 def judge_ab(report: AbReport, rule: AbRule) -> AbVerdict:
@@ -78,7 +99,9 @@ def judge_ab(report: AbReport, rule: AbRule) -> AbVerdict:
         return AbVerdict(False, f"{_shown(primary)} does not rule out a loss of {rule.margin:g}")
     for metric in rule.guardrails:
         row = report.row(metric)
-        if row.verdict == "worse":
-            return AbVerdict(False, f"guardrail {_shown(row)} is significantly worse")
+        tolerance = rule.tolerance(row)
+        if _best_end(row) < -tolerance:
+            return AbVerdict(False, f"guardrail {_shown(row)} is worse beyond its tolerance "
+                                    f"{format_change(tolerance, row.scale).lstrip('+')}")
     return AbVerdict(True, f"{_shown(primary)} rules out a loss of {rule.margin:g}; "
-                           "no guardrail significantly worse")
+                           "no guardrail worse beyond its tolerance")
