@@ -247,7 +247,7 @@ def stop(settings: Settings, node_id: int | None = None, sig: int = signal.SIGTE
     deadline = time.monotonic() + (_CLUSTER_STOP_GRACE_S if whole_cluster else _STOP_GRACE_S)
     for node, pid in pids.items():
         wait_exit(node, pid, deadline)
-    for node in targets:
+    for node in pids:  # a port of a node that was not running may be another process's
         for port in (node.port, node.controller_port):
             if not wait_port_free(port, 10.0):
                 raise BrokerError(f"node {node.node_id} stopped but port {port} is still in use")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -106,3 +107,14 @@ def test_a_node_that_never_starts_is_stopped_and_its_last_log_lines_quoted(
         wait_started({node: stuck}, timeout_s=1.0)
     assert "Recovering segment 7 of 9000" in str(raised.value)
     assert stuck.wait(timeout=5) == -signal.SIGTERM
+
+
+def test_stopping_a_broker_that_never_ran_leaves_another_process_on_its_port_alone(
+        tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = Settings(kafka_port=taken.getsockname()[1], kafka_data_dir=tmp_path)
+        # A demo whose start failed on the taken port stops "its" broker: nothing to stop, and
+        # no error to hide the start's own.
+        assert broker.stop(settings) is False
