@@ -75,14 +75,19 @@ def relative_change(
     """Relative change ``mean1/mean0 − 1`` and its delta-method interval ``(rel, lo, hi)``.
 
     se = sqrt(var1/n1 + (mean1/mean0)² · var0/n0) / |mean0|, the first-order variance of the
-    ratio of two independent sample means.
+    ratio of two independent sample means. The interval is symmetric; where both means are of a
+    quantity that is never negative (a rate, a latency) its lower end is cut at −100%, as no such
+    quantity can fall further.
     """
     if n0 <= 0 or n1 <= 0 or mean0 == 0:
         return math.nan, math.nan, math.nan
     ratio = mean1 / mean0
     se = math.sqrt(var1 / n1 + ratio * ratio * var0 / n0) / abs(mean0)
     rel = ratio - 1
-    return rel, rel - z * se, rel + z * se
+    low = rel - z * se
+    if mean0 > 0 and mean1 >= 0:  # a rate, a count, a latency: it cannot fall more than 100%
+        low = max(low, -1.0)
+    return rel, low, rel + z * se
 
 
 def difference(

@@ -58,6 +58,16 @@ def test_relative_change_delta_method() -> None:
     assert hi == pytest.approx(0.1 + 1.96 * 0.0372022, abs=1e-6)
 
 
+def test_a_collapsing_rate_never_falls_more_than_all_of_it() -> None:
+    # edit rate 0.975 (n=160) → 0.027 (n=37): the symmetric interval would reach −102.6%
+    rel, lo, hi = relative_change(0.975, 0.975 * 0.025, 160, 0.027, 0.027 * 0.973, 37, 1.96)
+    assert rel == pytest.approx(-0.9723, abs=1e-4)
+    assert lo == -1.0 and hi == pytest.approx(-0.919, abs=1e-3)
+    # a mean that can be negative keeps its symmetric interval
+    rel, lo, _ = relative_change(0.5, 1.0, 20, -0.1, 1.0, 20, 1.96)
+    assert lo < -1.0
+
+
 def test_difference_welch_normal_interval() -> None:
     # −0.2 − 0.3 = −0.5; se = sqrt(1.96/80 + 1.69/80) = .2136001
     diff, lo, hi = difference(0.3, 1.96, 80, -0.2, 1.69, 80, 1.959964)
