@@ -4,7 +4,7 @@ evidence the trainer concludes the canary with (``TrainingCycle.conclude_canary`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.demo.config import DemoConfig
@@ -16,8 +16,11 @@ __all__ = ["judge_canary"]
 
 
 def judge_canary(records: Sequence[RewardRecord], production: str, canary: str,
-                 config: DemoConfig) -> tuple[AbReport | None, AbVerdict, dict[str, Any]]:
-    """The report (None when an arm has no records), the verdict, and the verdict's evidence."""
+                 config: DemoConfig, covariates: Mapping[str, float] | None = None,
+                 ) -> tuple[AbReport | None, AbVerdict, dict[str, Any]]:
+    """The report (None when an arm has no records), the verdict, and the verdict's evidence;
+    ``covariates`` (trajectory id → the same task's reward in the previous cycle) adjust the
+    reward's difference."""
     rule = AbRule(margin=config.ab_margin)
     present = {record.checkpoint_id for record in records}
     missing = [arm for arm, checkpoint in (("production", production), ("canary", canary))
@@ -28,6 +31,7 @@ def judge_canary(records: Sequence[RewardRecord], production: str, canary: str,
         return None, verdict, {"passed": False, "reason": verdict.reason,
                                "rule": rule.describe()}
     report = build_report(records, production, canary, by="checkpoint",
-                          shares=(1 - config.canary_share, config.canary_share))
+                          shares=(1 - config.canary_share, config.canary_share),
+                          covariates=covariates)
     verdict = judge_ab(report, rule)
     return report, verdict, verdict.evidence(report, rule)

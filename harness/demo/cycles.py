@@ -60,6 +60,11 @@ class CycleRunner:
         self.gateway_key = gateway_key
         self.cycle = 0  # the cycle in progress
         self.records: dict[str, list[RewardRecord]] = {}  # every cycle's, per checkpoint
+        # The cohort's place (task and sampling seed) of this cycle's trajectories, and each
+        # place's reward in the previous cycle: the canary A/B's covariate (the same cohort every
+        # cycle; the arms are drawn anew, so the previous reward is measured before the split).
+        self._places: dict[str, int] = {}
+        self._previous: dict[int, float] = {}
 
     def _progress(self) -> Progress:
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -73,8 +78,10 @@ class CycleRunner:
         with self._progress() as progress:
             bar = progress.add_task(f"cycle {cycle}: trajectories", total=config.trajectories)
             cohort = config.seed * 1000 + cycle if config.fresh_cohorts else config.seed
-            wanted = set(self.traffic.run(config.trajectories, cohort, f"c{cycle}",
-                                          lambda _id: progress.advance(bar)))
+            ordered = self.traffic.run(config.trajectories, cohort, f"c{cycle}",
+                                       lambda _id: progress.advance(bar))
+            self._places = {trajectory: place for place, trajectory in enumerate(ordered)}
+            wanted = set(ordered)
             self.traffic.flush()
             rewards = progress.add_task(f"cycle {cycle}: reward records", total=len(wanted))
             consumed = self.reader.collect(wanted, config.rewards_timeout_s,
@@ -84,9 +91,16 @@ class CycleRunner:
                                f"records did not arrive within {config.rewards_timeout_s:.0f} s[/]")
         return consumed
 
+    def _covariates(self) -> dict[str, float]:
+        if self.config.fresh_cohorts:  # another cohort's rewards say nothing of this one's
+            return {}
+        return {trajectory: self._previous[place] for trajectory, place in self._places.items()
+                if place in self._previous}
+
     def _conclude(self, production: str, canary: str, records: list[RewardRecord]) -> CanaryRow:
         """The canary's A/B on this cycle's records decides it; a promotion is waited for."""
-        report, verdict, evidence = judge_canary(records, production, canary, self.config)
+        report, verdict, evidence = judge_canary(records, production, canary, self.config,
+                                                 self._covariates())
         decision = self.training.conclude_canary(canary, evidence).decision
         if decision == "promoted":
             self._wait({"production": canary})
@@ -118,6 +132,8 @@ class CycleRunner:
         self.console.print(cycle_line(cycle, production, canary, figures, collected - started))
         self.console.print(components_line(figures))
         canary_row = self._conclude(production, canary, records) if canary else None
+        self._previous = {self._places[r.trajectory_id]: r.total for r in records
+                          if r.trajectory_id in self._places}
         result = None
         if cycle < self.config.cycles:
             with self._progress() as progress:

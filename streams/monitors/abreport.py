@@ -17,7 +17,7 @@ identical): each record key counts once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from schemas.metrics import MetricStat
 from schemas.rewards import RewardRecord
 from streams.monitors.errors import MonitorInputError
 from streams.monitors.stats import (
+    adjusted_difference,
     chi_square_sf,
     difference,
     relative_change,
@@ -89,6 +90,8 @@ class AbReport:
     srm_statistic: float
     srm_p_value: float
     srm_alpha: float
+    # With a covariate: the share of the reward difference's variance it removed (CUPED)
+    reward_variance_reduction: float | None = None
 
     @property
     def srm_detected(self) -> bool:
@@ -104,7 +107,8 @@ class AbReport:
                 "shares": list(self.shares), "confidence": self.confidence,
                 "rows": [r.evidence() for r in self.rows],
                 "srm": {"statistic": self.srm_statistic, "p_value": self.srm_p_value,
-                        "alpha": self.srm_alpha, "detected": self.srm_detected}}
+                        "alpha": self.srm_alpha, "detected": self.srm_detected},
+                "reward_variance_reduction": self.reward_variance_reduction}
 
 
 def sample_ratio_mismatch(counts: list[int], shares: list[float]) -> tuple[float, float]:
@@ -117,9 +121,13 @@ def sample_ratio_mismatch(counts: list[int], shares: list[float]) -> tuple[float
     return statistic, chi_square_sf(statistic, len(counts) - 1)
 
 
-def _accumulate(records: Iterable[RewardRecord],
-                arm_of: Callable[[RewardRecord], str | None]) -> dict[str, dict[str, MetricStat]]:
+_Pairs = dict[str, list[tuple[float, float | None]]]  # side → (reward, its covariate)
+
+
+def _accumulate(records: Iterable[RewardRecord], arm_of: Callable[[RewardRecord], str | None],
+                covariates: Mapping[str, float]) -> tuple[dict[str, dict[str, MetricStat]], _Pairs]:
     sides: dict[str, dict[str, list[float]]] = {}
+    rewards: _Pairs = {}
     seen: set[str] = set()
     for record in records:
         side = arm_of(record)
@@ -132,17 +140,23 @@ def _accumulate(records: Iterable[RewardRecord],
             _, value = contributions[metric]
             n, total, squares = sums.get(metric, (0.0, 0.0, 0.0))
             sums[metric] = [n + 1, total + value, squares + value * value]
-    return {side: {m: MetricStat(n=v[0], sum=v[1], sumsq=v[2]) for m, v in sums.items()}
-            for side, sums in sides.items()}
+        rewards.setdefault(side, []).append((contributions["reward"][1],
+                                             covariates.get(record.trajectory_id)))
+    stats = {side: {m: MetricStat(n=v[0], sum=v[1], sumsq=v[2]) for m, v in sums.items()}
+             for side, sums in sides.items()}
+    return stats, rewards
 
 
 def build_report(
     records: Iterable[RewardRecord], baseline: str, candidate: str, *, by: str = "arm",
     shares: tuple[float, float] = (1.0, 1.0), confidence: float = 0.95,
     srm_alpha: float = 0.001, org: str | None = None,
+    covariates: Mapping[str, float] | None = None,
 ) -> AbReport:
     """Compare records whose ``by`` field ("arm" or "checkpoint") is baseline vs candidate;
-    those of one ``org`` only when it is given."""
+    those of one ``org`` only when it is given. ``covariates`` (trajectory id → a value measured
+    before the split, such as the same task's reward in an earlier cycle) adjust the reward's
+    difference (``stats.adjusted_difference``); a trajectory without one is not adjusted."""
     field = {"arm": "arm", "checkpoint": "checkpoint_id"}.get(by)
     if field is None:
         raise MonitorInputError(f"by={by!r}: choose 'arm' or 'checkpoint'")
@@ -153,7 +167,7 @@ def build_report(
         value = getattr(record, field)
         return value if value in (baseline, candidate) else None
 
-    sides = _accumulate(records, arm_of)
+    sides, rewards = _accumulate(records, arm_of, covariates or {})
     for name in (baseline, candidate):
         if name not in sides:
             raise MonitorInputError(
@@ -168,11 +182,13 @@ def build_report(
             scale = "difference"
         change = relative_change if scale == "relative" else difference
         value, lo, hi = change(s0.mean, s0.variance, s0.n, s1.mean, s1.variance, s1.n, z)
+        if metric == "reward" and covariates:
+            value, lo, hi, reduction = adjusted_difference(rewards[baseline], rewards[candidate], z)
         rows.append(AbRow(label, metric, better, scale, s0.mean, s1.mean, value, lo, hi))
     n0, n1 = int(sides[baseline]["reward"].n), int(sides[candidate]["reward"].n)
     statistic, p_value = sample_ratio_mismatch([n0, n1], list(shares))
     return AbReport(baseline, candidate, n0, n1, shares, confidence, tuple(rows), statistic,
-                    p_value, srm_alpha)
+                    p_value, srm_alpha, reduction if covariates else None)
 
 
 def format_change(value: float, scale: Scale) -> str:
@@ -200,4 +216,10 @@ def format_report(report: AbReport, names: tuple[str, str] = ("baseline", "candi
            "is off; do not trust the table until assignment is fixed"
            if report.srm_detected else
            f"sample ratio ok: chi-square {report.srm_statistic:.3f}, p={report.srm_p_value:.3g}")
-    return "\n".join([*lines, "", srm])
+    notes = [srm]
+    if report.reward_variance_reduction is not None:
+        notes.append("reward change adjusted for each trajectory's covariate (CUPED: the same "
+                     "task's reward before the split), which removed "
+                     f"{report.reward_variance_reduction:.0%} of its variance; the columns are "
+                     "unadjusted means")
+    return "\n".join([*lines, "", *notes])

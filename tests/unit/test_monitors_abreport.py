@@ -100,3 +100,24 @@ def test_one_orgs_report_holds_only_its_records() -> None:
     assert next(r for r in report.rows if r.metric == "reward").candidate == 1.5
     with pytest.raises(MonitorInputError, match="of org 'nobody'"):
         build_report(acme + evil, "A", "B", org="nobody")
+
+
+def test_a_covariate_adjusts_only_the_reward_and_the_report_says_so() -> None:
+    # Task difficulty (the covariate) spreads the rewards; the candidate adds +0.5 to each.
+    difficulty = [-2.0, -1.0, 0.0, 1.0, 2.0, -1.5, 0.5, 1.5]
+    records = [_record(i, "A", d + 0.1 * (-1) ** i, 100) for i, d in enumerate(difficulty)]
+    records += [_record(10 + i, "B", d + 0.5 + 0.1 * (-1) ** i, 100)
+                for i, d in enumerate(difficulty)]
+    covariates = {f"t{i}": d for i, d in enumerate(difficulty)}
+    covariates |= {f"t{10 + i}": d for i, d in enumerate(difficulty)}
+    plain = build_report(records, "A", "B")
+    adjusted = build_report(records, "A", "B", covariates=covariates)
+    raw, cuped = plain.row("reward"), adjusted.row("reward")
+    assert raw.verdict == "no significant change" and cuped.verdict == "better"
+    assert cuped.change == pytest.approx(0.5, abs=1e-9)
+    assert cuped.high - cuped.low < 0.2 * (raw.high - raw.low)
+    assert adjusted.row("kept_edits") == plain.row("kept_edits")
+    assert plain.reward_variance_reduction is None
+    assert adjusted.reward_variance_reduction == pytest.approx(0.99, abs=0.01)
+    assert adjusted.evidence()["reward_variance_reduction"] == adjusted.reward_variance_reduction
+    assert "CUPED" in format_report(adjusted) and "CUPED" not in format_report(plain)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
+import statistics
 
 import pytest
 
 from schemas.metrics import histogram_quantile
 from streams.monitors.stats import (
+    adjusted_difference,
     bernoulli_llr,
     chi_square_sf,
     cusum_step,
@@ -90,3 +93,59 @@ def test_chi_square_srm_example() -> None:
 
 def test_z_for_confidence() -> None:
     assert z_for_confidence(0.95) == pytest.approx(1.959964, abs=1e-6)
+
+
+def _groups(effect: float, noise: float, rng: random.Random,
+            n: int = 80) -> tuple[list[tuple[float, float | None]], ...]:
+    """Tasks of spread-out difficulty x; y = x + noise (+ effect on the candidate's tasks)."""
+    def group(shift: float) -> list[tuple[float, float | None]]:
+        out: list[tuple[float, float | None]] = []
+        for _ in range(n):
+            x = rng.gauss(0, 1.3)
+            out.append((x + shift + rng.gauss(0, noise), x))
+        return out
+    return group(0.0), group(effect)
+
+
+def test_without_covariates_the_adjusted_difference_is_welchs() -> None:
+    rng = random.Random(1)
+    base, cand = _groups(0.3, 0.5, rng)
+    bare = [(y, None) for y, _ in base], [(y, None) for y, _ in cand]
+    diff, lo, hi, reduction = adjusted_difference(*bare, 1.96)
+    ys0, ys1 = [y for y, _ in base], [y for y, _ in cand]
+    expected = difference(statistics.fmean(ys0), statistics.variance(ys0), 80,
+                          statistics.fmean(ys1), statistics.variance(ys1), 80, 1.96)
+    assert (diff, lo, hi) == pytest.approx(expected)
+    assert reduction == 0.0
+
+
+def test_a_covariate_that_explains_most_of_the_spread_narrows_the_interval() -> None:
+    rng = random.Random(2)
+    base, cand = _groups(0.3, 0.5, rng)
+    diff, lo, hi, reduction = adjusted_difference(base, cand, 1.96)
+    _, raw_lo, raw_hi, _ = adjusted_difference([(y, None) for y, _ in base],
+                                               [(y, None) for y, _ in cand], 1.96)
+    assert hi - lo < 0.5 * (raw_hi - raw_lo)
+    assert reduction > 0.75  # ρ² = 1.69 / (1.69 + 0.25) ≈ 0.87
+    assert lo < 0.3 < hi
+
+
+def test_the_adjustment_stays_unbiased_over_many_splits() -> None:
+    rng = random.Random(3)
+    diffs, covered = [], 0
+    for _ in range(400):
+        base, cand = _groups(0.3, 0.5, rng, n=40)
+        diff, lo, hi, _ = adjusted_difference(base, cand, 1.96)
+        diffs.append(diff)
+        covered += lo <= 0.3 <= hi
+    assert statistics.fmean(diffs) == pytest.approx(0.3, abs=0.03)
+    assert 0.9 <= covered / 400 <= 0.99  # the 95% interval covers the true effect
+
+
+def test_missing_covariates_count_as_the_mean_and_too_few_records_give_no_interval() -> None:
+    rng = random.Random(4)
+    base, cand = _groups(0.3, 0.5, rng)
+    holed = [(y, None) if i % 2 else (y, x) for i, (y, x) in enumerate(base)]
+    diff, lo, hi, reduction = adjusted_difference(holed, cand, 1.96)
+    assert lo < diff < hi and 0 < reduction < 0.87
+    assert all(math.isnan(v) for v in adjusted_difference(base[:1], cand, 1.96)[:3])
