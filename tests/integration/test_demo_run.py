@@ -67,8 +67,12 @@ def test_a_two_cycle_demo_gates_a_candidate_runs_its_canary_and_plots(
     assert sorted(p.name for p in config.log_dir.iterdir()) == sorted(
         f"{name}.log" for name in ("ingest", "gateway", "worker", "monitors-metrics",
                                    "monitors-detect", "console"))
-    with socket.socket() as sock:  # every service was stopped: the gateway's port is free
+    with socket.socket() as sock:  # every service was stopped: a new server could listen there
+        # (as uvicorn does, reusing the address: the gateway's closed connections may linger
+        # in TIME_WAIT, which is not a listener)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", config.gateway_port))
+        sock.listen()
     text = shown.getvalue()
     assert "A/B: " in text and "stopped the services: ingest, gateway" in text
     assert "broker left running" in text and broker.status(kafka_settings).running
