@@ -69,7 +69,7 @@ class DemoConfig:
     # at 160 trajectories a cycle a smaller arm could rule out only losses larger than any seen.
     # At 80 per arm the raw reward difference's interval spans about ±0.45 (a trajectory's
     # reward has a standard deviation of about 1.4); adjusted for each task's reward in the
-    # previous cycle (CUPED, harness.demo.cycles) about ±0.3 (40–75% of its variance removed in
+    # previous cycle (CUPED, harness.demo.cycles) about ±0.3 (35–76% of its variance removed in
     # the runs measured), so a candidate as good as production clears a margin of 0.5 about nine
     # times in ten, and one that lost 0.5 is stopped 39 times in 40.
     canary_share: float = 0.5

@@ -175,6 +175,8 @@ def build_report(
                 f"with that {by}{f' of org {org!r}' if org else ''}; check the name or use "
                 "--by checkpoint")
     z = z_for_confidence(confidence)
+    adjusted = (adjusted_difference(rewards[baseline], rewards[candidate], z) if covariates
+                else None)
     rows = []
     for label, metric, better, scale in ROWS:
         s0, s1 = sides[baseline][metric], sides[candidate][metric]
@@ -182,13 +184,13 @@ def build_report(
             scale = "difference"
         change = relative_change if scale == "relative" else difference
         value, lo, hi = change(s0.mean, s0.variance, s0.n, s1.mean, s1.variance, s1.n, z)
-        if metric == "reward" and covariates:
-            value, lo, hi, reduction = adjusted_difference(rewards[baseline], rewards[candidate], z)
+        if metric == "reward" and adjusted is not None:
+            value, lo, hi, _ = adjusted
         rows.append(AbRow(label, metric, better, scale, s0.mean, s1.mean, value, lo, hi))
     n0, n1 = int(sides[baseline]["reward"].n), int(sides[candidate]["reward"].n)
     statistic, p_value = sample_ratio_mismatch([n0, n1], list(shares))
     return AbReport(baseline, candidate, n0, n1, shares, confidence, tuple(rows), statistic,
-                    p_value, srm_alpha, reduction if covariates else None)
+                    p_value, srm_alpha, adjusted[3] if adjusted is not None else None)
 
 
 def format_change(value: float, scale: Scale) -> str:

@@ -8,6 +8,7 @@ windows) before a false alarm is at least ``e**h`` when the data follow ``f0`` (
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from statistics import NormalDist
 
@@ -115,35 +116,25 @@ def adjusted_difference(
     Pairs ``(y, x)``; an ``x`` of None (no covariate) counts as ``x̄``, that is, unadjusted.
     Returns ``(diff, lo, hi, variance reduction)``; Welch's normal interval on adjusted values.
     """
-    pairs = [*baseline, *candidate]
-    xs = [x for _, x in pairs if x is not None]
     if len(baseline) < 2 or len(candidate) < 2:
         return math.nan, math.nan, math.nan, 0.0
-    theta = 0.0
-    x_mean = sum(xs) / len(xs) if xs else 0.0
-    if len(xs) >= 2:
-        covered = [(y, x) for y, x in pairs if x is not None]
-        y_mean = sum(y for y, _ in covered) / len(covered)
-        var_x = sum((x - x_mean) ** 2 for _, x in covered)
-        if var_x > 0:
-            theta = sum((x - x_mean) * (y - y_mean) for y, x in covered) / var_x
+    covered = [(y, x) for y, x in (*baseline, *candidate) if x is not None]
+    xs, ys = [x for _, x in covered], [y for y, _ in covered]
+    x_mean = statistics.fmean(xs) if xs else 0.0
+    spread = len(xs) >= 2 and statistics.variance(xs) > 0
+    theta = statistics.covariance(xs, ys) / statistics.variance(xs) if spread else 0.0
 
-    def adjusted(group: Sequence[tuple[float, float | None]]) -> tuple[float, float, float]:
-        values = [y - theta * ((x_mean if x is None else x) - x_mean) for y, x in group]
-        mean = sum(values) / len(values)
-        return mean, sum((v - mean) ** 2 for v in values) / (len(values) - 1), len(values)
+    def variance_of_mean(values: list[float]) -> float:
+        return statistics.variance(values) / len(values)
 
-    def raw_variance(group: Sequence[tuple[float, float | None]]) -> float:
-        ys = [y for y, _ in group]
-        mean = sum(ys) / len(ys)
-        return sum((y - mean) ** 2 for y in ys) / (len(ys) - 1) / len(ys)
-
-    m0, v0, n0 = adjusted(baseline)
-    m1, v1, n1 = adjusted(candidate)
-    diff, lo, hi = difference(m0, v0, n0, m1, v1, n1, z)
-    before = raw_variance(baseline) + raw_variance(candidate)
-    reduction = 1 - (v0 / n0 + v1 / n1) / before if before > 0 else 0.0
-    return diff, lo, hi, reduction
+    adjusted = [[y - theta * (x - x_mean) if x is not None else y for y, x in group]
+                for group in (baseline, candidate)]
+    a0, a1 = adjusted
+    diff, lo, hi = difference(statistics.fmean(a0), statistics.variance(a0), len(a0),
+                              statistics.fmean(a1), statistics.variance(a1), len(a1), z)
+    raw = sum(variance_of_mean([y for y, _ in group]) for group in (baseline, candidate))
+    kept = variance_of_mean(a0) + variance_of_mean(a1)
+    return diff, lo, hi, 1 - kept / raw if raw > 0 else 0.0
 
 
 def chi_square_sf(statistic: float, df: int) -> float:
