@@ -56,6 +56,10 @@ def test_a_two_cycle_demo_gates_a_candidate_runs_its_canary_and_plots(
     assert decided.status == ("production" if canary.decision == "promoted" else "rejected")
     assert decided.evidence["passed"] is True  # the gate's, kept on the deciding event
     assert decided.evidence["ab"]["reason"] == canary.reason
+    if canary.report is not None:  # both arms served: the same tasks' cycle-1 rewards adjust it
+        assert canary.report.reward_variance_reduction is not None
+        assert decided.evidence["ab"]["reward_variance_reduction"] == (
+            canary.report.reward_variance_reduction)
     assert [e.kind for e in registry.history if e.checkpoint_id == canary.checkpoint] == [
         "created", "evaluated", "promoted" if canary.decision == "promoted" else "rejected"]
 
