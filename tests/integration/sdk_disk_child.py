@@ -48,9 +48,11 @@ class _Ingest:
         self.down = True
         self.lines: list[dict] = []
         self.lock = threading.Lock()
+        self.refusing = threading.Event()  # set once the sender is retrying its first batch
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.down:
+            self.refusing.set()
             return httpx.Response(503, headers={"Retry-After": "0"}, json={"detail": "down"})
         events = [json.loads(line) for line in gzip.decompress(request.content).splitlines()]
         with self.lock:
@@ -81,6 +83,7 @@ def main(mode: str, directory: Path) -> dict:
     ingest = _Ingest()
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=directory / "q", linger_s=0.05,
                     batch_size=50, backoff_base_s=0.01, backoff_cap_s=0.05,
+                    retry_max_attempts=10**9, retry_budget_s=3600.0,
                     transport=httpx.MockTransport(ingest))
     accepted: list[str] = []
     refused = raised = 0
@@ -99,7 +102,12 @@ def main(mode: str, directory: Path) -> dict:
             refused += 1
         return taken
 
-    i = 0
+    # The sender seals the active file only between batches, so while it retries its first
+    # batch nothing frees space in the active file: the disk stays full until the ingest is up.
+    emit(0)
+    if not ingest.refusing.wait(30):
+        raise RuntimeError("the sender never tried to send its first batch")
+    i = 1
     while emit(i) and i < 100_000:  # until the disk is full
         i += 1
     for more in range(i + 1, i + 21):  # while it stays full
