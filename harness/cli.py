@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from harness.demo.config import HACKS, DemoConfig
+from harness.tasks import held_out_per_family
 
 Hack = StrEnum("Hack", {name: name for name in HACKS})  # type: ignore[misc]
 
@@ -35,6 +36,7 @@ def demo(
     concurrency: int = typer.Option(DemoConfig.concurrency, min=1,
                                     help="Trajectories in flight at once."),
     eval_per_family: int = typer.Option(DemoConfig.eval_per_family, min=1,
+                                        max=held_out_per_family(),
                                         help="Held-out gate tasks per family."),
     gate_margin: float = typer.Option(
         DemoConfig.gate_margin, min=0.0, help="Non-inferiority margin of the gate (solve-rate "

@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.agent import AgentConfig, run_trajectory
 from harness.instrument import TrajectoryContext
 from harness.policy.base import Policy
-from harness.tasks import Task, sample_tasks
+from harness.tasks import Task, held_out_per_family, sample_tasks
 from harness.users import SimulatedUser, UserConfig
 from schemas.evals import TaskResult
 
@@ -37,6 +37,12 @@ class HarnessEvalSuite:
     temperature: float = 1.0
     max_turns: int = 6
     max_new_tokens: int = 96  # per completion of an in-process policy
+
+    def __post_init__(self) -> None:
+        # Fewer tasks in one family than asked would score it on a coarser grid than the rest.
+        if not 1 <= self.per_family <= held_out_per_family():
+            raise ValueError(f"per_family={self.per_family} is outside 1..{held_out_per_family()}:"
+                             f" the family with fewest held-out tasks has {held_out_per_family()}")
 
     def tasks(self) -> list[Task]:
         return sample_tasks(self.per_family, held_out=True, seed=self.task_seed)

@@ -9,6 +9,7 @@ import typer
 
 from harness.policy.expert import MIXES
 from harness.policy.sft import SftConfig
+from harness.tasks import held_out_per_family
 
 Mix = StrEnum("Mix", {name: name for name in MIXES})  # type: ignore[misc]
 
@@ -58,7 +59,8 @@ def build(
 def evaluate(
     policy: Path = typer.Argument(None, help="Model directory (omit with --expert)."),
     expert: bool = typer.Option(False, help="Score the scripted expert instead of a model."),
-    per_family: int = typer.Option(8, min=1, help="Held-out tasks per family."),
+    per_family: int = typer.Option(8, min=1, max=held_out_per_family(),
+                                   help="Held-out tasks per family."),
     seed: int = typer.Option(0, help="Sampling seed; the same seed replays the same episodes."),
     temperature: float = typer.Option(1.0, min=0.0, help="0 for greedy decoding."),
 ) -> None:

@@ -12,8 +12,8 @@ import random
 from harness.tasks import arithmetic, off_by_one, rename
 from harness.tasks.base import Edit, Task, materialise, run_hidden_tests
 
-__all__ = ["FAMILIES", "Edit", "Task", "all_tasks", "materialise", "run_hidden_tests",
-           "sample_tasks", "user_cohort"]
+__all__ = ["FAMILIES", "Edit", "Task", "all_tasks", "held_out_per_family", "materialise",
+           "run_hidden_tests", "sample_tasks", "user_cohort"]
 
 FAMILIES = (arithmetic.FAMILY, off_by_one.FAMILY, rename.FAMILY)
 _MAKERS = {arithmetic.FAMILY: arithmetic.make_tasks, off_by_one.FAMILY: off_by_one.make_tasks,
@@ -23,6 +23,13 @@ _MAKERS = {arithmetic.FAMILY: arithmetic.make_tasks, off_by_one.FAMILY: off_by_o
 @functools.cache
 def all_tasks() -> tuple[Task, ...]:
     return tuple(task for family in FAMILIES for task in _MAKERS[family]())
+
+
+@functools.cache
+def held_out_per_family() -> int:
+    """The most held-out tasks every family can offer: what an eval suite may ask of each."""
+    return min(sum(1 for t in all_tasks() if t.family == family and t.held_out)
+               for family in FAMILIES)
 
 
 def sample_tasks(per_family: int, held_out: bool, seed: int = 0) -> list[Task]:

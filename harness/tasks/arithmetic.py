@@ -9,7 +9,7 @@ from harness.tasks.base import DISTRACTOR, Edit, Task
 __all__ = ["FAMILY", "make_tasks"]
 
 FAMILY = "fix-arithmetic"
-_MODULES = ("calc", "mathops", "numtools", "arith")
+_MODULES = ("calc", "mathops", "numtools", "arith", "compute")
 _FUNCTIONS = {"total": "+", "add": "+", "plus": "+", "diff": "-", "minus": "-",
               "subtract": "-", "times": "*", "product": "*", "multiply": "*"}
 _CLARITY = ("clear", "clear", "vague", "ambiguous")

@@ -8,8 +8,17 @@ from pathlib import Path
 import pytest
 
 from harness.agent import AgentConfig, run_trajectory
+from harness.demo.config import DemoConfig
+from harness.evals import HarnessEvalSuite
 from harness.policy.expert import DemoMix, ExpertPolicy
-from harness.tasks import FAMILIES, all_tasks, materialise, run_hidden_tests, sample_tasks
+from harness.tasks import (
+    FAMILIES,
+    all_tasks,
+    held_out_per_family,
+    materialise,
+    run_hidden_tests,
+    sample_tasks,
+)
 from harness.tasks.base import Edit, Task
 from harness.tools.edits import apply_search_replace
 from harness.users import SimulatedUser, UserConfig
@@ -58,6 +67,18 @@ def test_families_are_parametrised_into_many_tasks_with_a_held_out_split() -> No
         assert len(of_family) >= 100
         assert 0.1 < sum(t.held_out for t in of_family) / len(of_family) < 0.3
         assert {t.clarity for t in of_family} == {"clear", "vague", "ambiguous"}
+
+
+def test_the_gate_scores_every_family_on_as_many_held_out_tasks_as_it_asks_for() -> None:
+    # A family short of held-out tasks would be scored on a coarser grid than the others.
+    assert DemoConfig.eval_per_family <= held_out_per_family()
+    for per_family in (1, DemoConfig.eval_per_family, held_out_per_family()):
+        tasks = HarnessEvalSuite(per_family=per_family).tasks()
+        assert all(t.held_out for t in tasks)
+        assert [sum(t.family == f for t in tasks) for f in FAMILIES] == [per_family] * 3
+    for per_family in (0, held_out_per_family() + 1):
+        with pytest.raises(ValueError, match=f"per_family={per_family} is outside"):
+            HarnessEvalSuite(per_family=per_family)
 
 
 def test_quick_fixes_offer_the_solution_among_wrong_fixes_in_an_editors_fixed_order() -> None:
