@@ -41,6 +41,10 @@ def demo(
     gate_margin: float = typer.Option(
         DemoConfig.gate_margin, min=0.0, help="Non-inferiority margin of the gate (solve-rate "
         "change a family may lose, 95% lower bound)."),
+    gate_broken_call_tolerance: float = typer.Option(
+        DemoConfig.gate_broken_call_tolerance, min=0.0, max=1.0, help="The gate also fails a "
+        "candidate whose share of held-out tasks with a broken tool call is up by more than "
+        "this (95% lower bound)."),
     canary_share: float = typer.Option(
         DemoConfig.canary_share, min=0.05, max=0.95, help="Share of a cycle's users (sticky by "
         "user) the canary arm gets while a candidate that passed the gate waits for its A/B."),
@@ -72,6 +76,7 @@ def demo(
                         lr=lr, lora_rank=lora_rank, batch_records=batch_records,
                         temperature=temperature, concurrency=concurrency,
                         eval_per_family=eval_per_family, gate_margin=gate_margin,
+                        gate_broken_call_tolerance=gate_broken_call_tolerance,
                         canary_share=canary_share, ab_margin=ab_margin, seed=seed,
                         ingest_port=DemoConfig.ingest_port + port_offset,
                         gateway_port=DemoConfig.gateway_port + port_offset,

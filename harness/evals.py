@@ -63,7 +63,8 @@ class HarnessEvalSuite:
                                      user=SimulatedUser(_EVAL_USER, seed), context=context,
                                      config=config, seed=seed * 10_007 + index)
             results.append(TaskResult(task.task_id, task.family, float(bool(episode.passed)),
-                                      sandbox_isolated=bool(episode.isolated)))
+                                      sandbox_isolated=bool(episode.isolated),
+                                      broken_calls=episode.broken_calls))
         return results
 
 

@@ -18,6 +18,7 @@ class TaskResult:
     family: str  # tasks of one family form one cluster in the gate's bootstrap
     score: float  # higher is better, in [0, 1]
     sandbox_isolated: bool = True  # False: scored in a sandbox the operator let run unisolated
+    broken_calls: int = 0  # tool calls the sandbox could not run: malformed, unknown, bad args
 
 
 class EvalSuite(Protocol):

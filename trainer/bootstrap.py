@@ -7,6 +7,11 @@ whole clusters: a naive task-level bootstrap on clustered data is far too confid
 passes when the lower end of its interval for mean(d) is above ``-margin``; the overall check
 resamples families as clusters. A family with a single cluster has no estimate of spread, so its
 interval collapses to its mean.
+
+A candidate can also pass on solve rate while it breaks more tool calls (a call the sandbox cannot
+run), which is the regression a canary would otherwise catch in production. The broken-call
+guardrail compares the share of tasks with a broken call, paired per task with families as
+clusters, and fails only when the lower end of the difference's interval is above a tolerance.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ import numpy as np
 from schemas.evals import TaskResult
 
 __all__ = [
-    "FamilyVerdict", "GateVerdict", "PairedDiff", "cluster_bootstrap_interval", "cluster_of",
-    "non_inferiority", "pair_results",
+    "FamilyVerdict", "GateVerdict", "GuardrailVerdict", "PairedDiff", "broken_call_guardrail",
+    "cluster_bootstrap_interval", "cluster_of", "gate_verdict", "pair_results",
 ]
 
 
@@ -31,6 +36,8 @@ class PairedDiff:
     cluster: str
     candidate: float
     incumbent: float
+    candidate_broke: bool = False  # the task's episode had at least one broken tool call
+    incumbent_broke: bool = False
 
     @property
     def diff(self) -> float:
@@ -49,17 +56,31 @@ class FamilyVerdict:
 
 
 @dataclass(frozen=True)
+class GuardrailVerdict:
+    """Share of tasks with a broken tool call, candidate against incumbent."""
+    candidate_share: float
+    incumbent_share: float
+    mean_diff: float
+    lower: float
+    upper: float
+    tolerance: float
+    passed: bool
+
+
+@dataclass(frozen=True)
 class GateVerdict:
     passed: bool
     margin: float
     confidence: float
     families: tuple[FamilyVerdict, ...]
     overall: FamilyVerdict
+    guardrail: GuardrailVerdict
 
     def evidence(self) -> dict[str, object]:
         return {
             "passed": self.passed, "margin": self.margin, "confidence": self.confidence,
             "overall": asdict(self.overall), "families": [asdict(f) for f in self.families],
+            "guardrail": asdict(self.guardrail),
         }
 
 
@@ -76,7 +97,8 @@ def pair_results(candidate: Sequence[TaskResult],
     if cand.keys() != inc.keys():
         missing = sorted(cand.keys() ^ inc.keys())[:5]
         raise ValueError(f"candidate and incumbent scored different tasks, e.g. {missing}")
-    return [PairedDiff(t, cand[t].family, cluster_of(t), cand[t].score, inc[t].score)
+    return [PairedDiff(t, cand[t].family, cluster_of(t), cand[t].score, inc[t].score,
+                       cand[t].broken_calls > 0, inc[t].broken_calls > 0)
             for t in sorted(cand)]
 
 
@@ -107,9 +129,23 @@ def _verdict(name: str, pairs: Sequence[PairedDiff], clusters: Sequence[str], ma
                          upper, lower > -margin)
 
 
-def non_inferiority(pairs: Sequence[PairedDiff], margin: float, confidence: float = 0.95,
-                    resamples: int = 2000, seed: int = 0) -> GateVerdict:
-    """Pass when every family, and all tasks with families as clusters, is non-inferior."""
+def broken_call_guardrail(pairs: Sequence[PairedDiff], tolerance: float, confidence: float,
+                          resamples: int, seed: int) -> GuardrailVerdict:
+    """Fail when the candidate's share of tasks with a broken call is surely above the
+    incumbent's by more than ``tolerance`` (the interval's lower end, families as clusters)."""
+    candidate = [float(p.candidate_broke) for p in pairs]
+    incumbent = [float(p.incumbent_broke) for p in pairs]
+    diffs = [c - i for c, i in zip(candidate, incumbent, strict=True)]
+    lower, upper = cluster_bootstrap_interval(diffs, [p.family for p in pairs], confidence,
+                                              resamples, seed)
+    return GuardrailVerdict(float(np.mean(candidate)), float(np.mean(incumbent)),
+                            float(np.mean(diffs)), lower, upper, tolerance, lower <= tolerance)
+
+
+def gate_verdict(pairs: Sequence[PairedDiff], margin: float, broken_call_tolerance: float,
+                 confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> GateVerdict:
+    """Pass when every family, and all tasks with families as clusters, is non-inferior on
+    score, and the candidate does not surely break more tool calls than the tolerance allows."""
     if not pairs:
         raise ValueError("the gate needs at least one paired task result")
     families = []
@@ -118,5 +154,6 @@ def non_inferiority(pairs: Sequence[PairedDiff], margin: float, confidence: floa
         families.append(_verdict(family, mine, [p.cluster for p in mine], margin, confidence,
                                  resamples, seed))
     overall = _verdict("*", pairs, [p.family for p in pairs], margin, confidence, resamples, seed)
-    passed = overall.passed and all(f.passed for f in families)
-    return GateVerdict(passed, margin, confidence, tuple(families), overall)
+    guardrail = broken_call_guardrail(pairs, broken_call_tolerance, confidence, resamples, seed)
+    passed = overall.passed and all(f.passed for f in families) and guardrail.passed
+    return GateVerdict(passed, margin, confidence, tuple(families), overall, guardrail)

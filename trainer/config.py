@@ -55,6 +55,9 @@ class TrainConfig:
     eval_suite: str = "builtin"  # "builtin" or "package.module:factory"
     eval_demos: Path | None = None  # JSON {family: [strings]} for the built-in suite
     gate_margin: float = 0.02
+    # The gate also fails a candidate whose share of tasks with a broken tool call is surely
+    # (95% lower bound) higher than the incumbent's by more than this.
+    gate_broken_call_tolerance: float = 0.05
     gate_confidence: float = 0.95
     gate_resamples: int = 2000
     gate_seed: int = 0
@@ -81,6 +84,9 @@ class TrainConfig:
             raise TrainerConfigError(f"ema_decay={self.ema_decay} must be in [0, 1)")
         if not 0.0 < self.gate_confidence < 1.0:
             raise TrainerConfigError(f"gate_confidence={self.gate_confidence} must be in (0, 1)")
+        if not 0.0 <= self.gate_broken_call_tolerance <= 1.0:
+            raise TrainerConfigError(f"gate_broken_call_tolerance="
+                                     f"{self.gate_broken_call_tolerance} must be in [0, 1]")
         if self.max_staleness < 0 or self.gate_margin < 0 or self.kl_coef < 0:
             raise TrainerConfigError("max_staleness, gate_margin and kl_coef must be >= 0")
         if self.steps_per_cycle is not None and self.steps_per_cycle <= 0:

@@ -94,7 +94,8 @@ class TrainingCycle:
         self.dist = dist or DistContext()
         self.clock = clock
         self.gate = Gate(suite or build_suite(config.eval_suite, config.eval_demos),
-                         config.gate_margin, config.gate_confidence, config.gate_resamples,
+                         config.gate_margin, config.gate_broken_call_tolerance,
+                         config.gate_confidence, config.gate_resamples,
                          config.gate_seed)
         self.baseline = EmaBaseline(config.ema_decay)
         self.dedupe: DedupeWindow[str] = DedupeWindow(config.dedupe_window)

@@ -1,4 +1,5 @@
-"""The gate: score candidate and incumbent on the same suite and seed, decide non-inferiority."""
+"""The gate: score candidate and incumbent on the same suite and seed, decide non-inferiority
+and the broken-call guardrail."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from schemas.evals import EvalSuite, TaskResult
-from trainer.bootstrap import GateVerdict, non_inferiority, pair_results
+from trainer.bootstrap import GateVerdict, gate_verdict, pair_results
 
-__all__ = ["Gate", "GateOutcome", "describe_gate", "failed_families"]
+__all__ = ["Gate", "GateOutcome", "describe_gate", "failed_checks"]
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,11 @@ class GateOutcome:
 class Gate:
     """Runs the suite; the incumbent's results are cached per checkpoint and seed."""
 
-    def __init__(self, suite: EvalSuite, margin: float, confidence: float, resamples: int,
-                 seed: int) -> None:
+    def __init__(self, suite: EvalSuite, margin: float, broken_call_tolerance: float,
+                 confidence: float, resamples: int, seed: int) -> None:
         self.suite = suite
         self.margin = margin
+        self.broken_call_tolerance = broken_call_tolerance
         self.confidence = confidence
         self.resamples = resamples
         self.seed = seed
@@ -47,7 +49,8 @@ class Gate:
         cand = self._results(*candidate)
         inc = self._results(*incumbent)
         pairs = pair_results(cand, inc)
-        verdict = non_inferiority(pairs, self.margin, self.confidence, self.resamples, self.seed)
+        verdict = gate_verdict(pairs, self.margin, self.broken_call_tolerance, self.confidence,
+                               self.resamples, self.seed)
         return GateOutcome(verdict, sum(r.score for r in cand) / len(cand),
                            sum(r.score for r in inc) / len(inc))
 
@@ -66,17 +69,37 @@ def _failed(evidence: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return failed
 
 
-def failed_families(evidence: Mapping[str, Any]) -> list[str]:
-    """The families a gate failed on ("all families" for the overall check)."""
-    return ["all families" if f["family"] == "*" else f["family"] for f in _failed(evidence)]
+def _guardrail_failed(evidence: Mapping[str, Any]) -> bool:
+    return not evidence.get("guardrail", {}).get("passed", True)
+
+
+def _guardrail_line(guardrail: Mapping[str, Any]) -> str:
+    return (f"tasks with a broken call {guardrail['incumbent_share']:.2f} → "
+            f"{guardrail['candidate_share']:.2f} ({guardrail['mean_diff']:+.3f} "
+            f"[{guardrail['lower']:+.3f}, {guardrail['upper']:+.3f}])")
+
+
+def failed_checks(evidence: Mapping[str, Any]) -> list[str]:
+    """What a gate failed on: families ("all families" for the overall check), "broken calls"."""
+    failed = ["all families" if f["family"] == "*" else f["family"] for f in _failed(evidence)]
+    return failed + (["broken calls"] if _guardrail_failed(evidence) else [])
 
 
 def describe_gate(evidence: Mapping[str, Any]) -> str:
     """One line from a gate's evidence: a pass with its overall change and interval, or each
-    family that failed with its change, interval and the margin its lower bound fell below."""
+    check that failed: a family with its change, interval and the margin its lower bound fell
+    below; the broken-call guardrail with both shares, the change, interval and tolerance."""
     margin = evidence.get("margin")
+    guardrail = evidence.get("guardrail")
     if evidence.get("passed"):
+        tail = f"; {_guardrail_line(guardrail)}" if guardrail else ""
         return (f"gate pass: {_family_line(evidence.get('overall', {}))}; every family's lower "
-                f"bound above -{margin:g}")
-    detail = "; ".join(map(_family_line, _failed(evidence))) or "no family recorded"
-    return f"gate fail: {detail}: lower bound at or below the margin -{margin:g}"
+                f"bound above -{margin:g}{tail}")
+    reasons = []
+    if families := _failed(evidence):
+        reasons.append(f"{'; '.join(map(_family_line, families))}: lower bound at or below the "
+                       f"margin -{margin:g}")
+    if guardrail and _guardrail_failed(evidence):
+        reasons.append(f"{_guardrail_line(guardrail)}: lower bound above the tolerance "
+                       f"{guardrail['tolerance']:+g}")
+    return f"gate fail: {'; '.join(reasons) or 'no family recorded'}"

@@ -62,6 +62,11 @@ class DemoConfig:
     # so the margin is 0.3: wide, but a collapse (a family losing a third of its solves) fails.
     eval_per_family: int = 24
     gate_margin: float = 0.3
+    # A candidate that passes on solve rate but breaks tool calls on more held-out tasks is the
+    # regression the canary's critical broken-call alert otherwise catches in front of users
+    # (seed 0, cycle 5: a canary at 0.48 broken calls a trajectory against production's 0.16).
+    # The gate fails it when that share is surely up by more than this.
+    gate_broken_call_tolerance: float = 0.05
     # Canary: a candidate that passes the gate serves this share of the next cycle's users
     # (sticky by user) beside production, and is promoted only if that A/B passes
     # (streams.monitors.abrule): no sample-ratio mismatch, a reward difference whose 95% lower

@@ -28,7 +28,7 @@ from harness.demo.topics_io import RewardReader
 from harness.demo.traffic import Traffic
 from schemas.rewards import RewardRecord
 from streams.monitors.abreport import format_report
-from trainer.gate import describe_gate, failed_families
+from trainer.gate import describe_gate, failed_checks
 
 __all__ = ["CycleRunner", "train_config"]
 
@@ -42,6 +42,7 @@ def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
         lora_alpha=2.0 * config.lora_rank, lora_targets=config.lora_targets, lr=config.lr,
         batch_records=config.batch_records,
         micro_batch_size=config.batch_records, max_staleness=1, gate_margin=config.gate_margin,
+        gate_broken_call_tolerance=config.gate_broken_call_tolerance,
         gate_resamples=1000, seed=config.seed, canary=True,
     ).validate()
 
@@ -150,7 +151,7 @@ class CycleRunner:
                        float(evidence.get("candidate_mean", float("nan"))),
                        float(evidence.get("incumbent_mean", float("nan"))),
                        describe_gate(evidence) if evidence else "",
-                       tuple(failed_families(evidence)),
+                       tuple(failed_checks(evidence)),
                        collected - started, time.monotonic() - collected)
         if result is not None:
             colour = "red" if result.decision == "rejected" else "green"

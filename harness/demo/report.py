@@ -43,7 +43,7 @@ class CycleRow:
     eval_candidate: float
     eval_incumbent: float
     gate_reason: str  # trainer.gate.describe_gate of the gate's evidence
-    gate_failed: tuple[str, ...]  # the families it failed on
+    gate_failed: tuple[str, ...]  # the families (or "broken calls") it failed on
     traffic_s: float  # trajectories and their reward records
     update_gate_s: float  # the trainer's update(s) and the gate
 

@@ -95,7 +95,9 @@ def _announce(console: Console, config: DemoConfig, stack: Stack, prefix: str) -
     console.print(f"[bold]monitors[/] demo thresholds (sized for a demo's short, "
                   f"small checkpoints, not production's defaults): {thresholds}")
     console.print(f"[bold]promotion[/] needs the offline gate (held-out tasks, every family's "
-                  f"95% lower bound above -{config.gate_margin:g}) AND a non-inferior A/B on "
+                  f"95% lower bound above -{config.gate_margin:g}; share of tasks with a "
+                  f"broken tool call not surely up by more than "
+                  f"{config.gate_broken_call_tolerance:g}) AND a non-inferior A/B on "
                   f"the canary arm ({config.canary_share:.0%} of the next cycle's users, sticky "
                   f"by user): {AbRule(margin=config.ab_margin).describe()}")
 

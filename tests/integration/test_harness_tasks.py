@@ -130,6 +130,15 @@ def test_broken_calls_are_recorded_and_answered_not_dropped() -> None:
     assert len(errors) == 1 and episode.passed
 
 
+def test_the_eval_suite_counts_each_tasks_broken_calls_for_the_gates_guardrail() -> None:
+    suite = HarnessEvalSuite(per_family=2)
+    clean = suite.evaluate_policy(ExpertPolicy, seed=0)
+    broken = suite.evaluate_policy(lambda task: ExpertPolicy(task, DemoMix(malformed=1.0)), 0)
+    assert [r.task_id for r in clean] == [r.task_id for r in broken]
+    assert all(r.broken_calls == 0 for r in clean)
+    assert all(r.broken_calls == 1 for r in broken) and all(r.score == 1.0 for r in broken)
+
+
 def test_the_turn_budget_ends_a_trajectory_as_aborted() -> None:
     task = next(t for t in all_tasks() if t.clarity == "clear")
     events: list = []

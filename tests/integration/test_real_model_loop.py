@@ -141,7 +141,7 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
     config = TrainConfig(
         model_dir=base_dir, out_dir=tmp_path / "ckpt", model_name="smollm2", lora=True,
         lora_rank=8, lora_alpha=16.0, lora_targets="q_proj,v_proj", lr=1e-3, batch_records=4,
-        micro_batch_size=4, gate_margin=1.0, gate_resamples=200,
+        micro_batch_size=4, gate_margin=1.0, gate_broken_call_tolerance=1.0, gate_resamples=200,
     ).validate()
     store = KafkaRegistryStore(kafka)
     suite = HarnessEvalSuite(per_family=1, max_turns=1, max_new_tokens=8)
