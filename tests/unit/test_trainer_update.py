@@ -24,6 +24,7 @@ from trainer.distributed import DistContext
 from trainer.errors import TrainerConfigError
 from trainer.importance import truncated_is_weights
 from trainer.prepare import ConsumedRecord, prepare_batch
+from trainer.source import parse_record
 from trainer.synthetic import synthetic_records
 from trainer.update import PolicyUpdater, make_optimizer
 
@@ -127,6 +128,36 @@ def test_prepare_counts_every_record_and_sample_it_does_not_train() -> None:
                           "samples_dropped_stale": 1, "samples_dropped_unknown_checkpoint": 1,
                           "samples_dropped_token_out_of_vocab": 1, "records_trained": 2}
     assert sorted(out.lags) == [0, 1] and len(out.samples) == 2
+
+
+def test_a_completion_the_gateway_did_not_serve_never_trains_and_other_orgs_are_skipped(
+) -> None:
+    class _Tok:
+        bos_token_id = 1
+
+        def __call__(self, text: str):
+            return type("E", (), {"input_ids": [ord(c) % 50 + 2 for c in text[:6]]})()
+
+    acme, evil, forged = synthetic_records(_Tok(), 3)
+    evil = evil.model_copy(update={"org_id": "evil"})
+    acme = acme.model_copy(update={"org_id": "acme"})
+    client_sample = forged.samples[0].model_copy(update={"producer": "ingest:acme-ide"})
+    forged = forged.model_copy(update={"org_id": "acme", "samples": [client_sample]})
+    quarantined: list[tuple[int, str]] = []
+
+    def quarantine(_topic: str, _partition: int, offset: int, _value: object, reason: str) -> None:
+        quarantined.append((offset, reason))
+
+    consumed = [parse_record(None, r.model_dump_json().encode(), "rewards", 0, offset, quarantine)
+                for offset, r in enumerate([acme, evil, forged])]
+    assert consumed[2].record is None and quarantined == [(2, consumed[2].refused)]
+    assert "samples.0.producer" in quarantined[0][1] and "not the gateway" in quarantined[0][1]
+    out = prepare_batch(consumed, EmaBaseline(0.5), current_generation=0,
+                        generation_of={"base": 0}.get, max_staleness=1, max_seq_len=100,
+                        vocab_size=60, spec_version=None, whiten=False, orgs=frozenset({"acme"}))
+    assert out.counts == {"records": 3, "skipped_other_org": 1, "records_refused": 1,
+                          "samples_kept": 1, "records_trained": 1}
+    assert out.orgs == {"acme"} and len(out.samples) == 1
 
 
 def test_checkpoint_round_trip_restores_weights_optimizer_and_rng(
