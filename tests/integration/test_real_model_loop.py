@@ -2,7 +2,8 @@
 on the CPU: completions through the gateway and the torch engine (the model's own tokenizer and
 chat template), behaviour logprobs equal to a teacher-forced recomputation, reward records from
 the log, one LoRA update with importance sampling against the logged logprobs, the gate on a few
-harness tasks, promotion, and the gateway serving the promoted adapter (merged) next.
+harness tasks, promotion, and the gateway serving the promoted adapter (merged) next; then a
+request with OpenAI ``tools`` on the real model, whose reply and log account for what it wrote.
 
 Each stage's wall time is printed. Sizes are tiny (a few prompts, 8 tokens each, 3 gate tasks
 of one turn): the loop has to run on the real model, not improve it.
@@ -31,6 +32,7 @@ from schemas.events import (
     CompletionServed,
     FollowupSent,
     FollowupSentPayload,
+    ToolCalled,
     TrajectoryEnded,
     TrajectoryEndedPayload,
     parse_event,
@@ -83,6 +85,34 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+READ_FILE = {"type": "function", "function": {
+    "name": "read_file", "description": "Read a file of the repository.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"], "additionalProperties": False}}}
+# One earlier call in the conversation: the fallback writes it into the assistant turn in the
+# format it asks for, so even a small model has an example to follow.
+TOOL_CHAT = [
+    {"role": "user", "content": "Show me setup.py."},
+    {"role": "assistant", "content": "", "tool_calls": [{
+        "id": "call_0", "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "setup.py"}'}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": "from setuptools import setup"},
+    {"role": "user", "content": "Now show me README.md."},
+]
+
+
+def _tool_events(settings: Settings, trajectory_id: str, count: int,
+                 timeout_s: float = 30.0) -> list[ToolCalled]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events = [parse_event(r.value) for r in read_topic(settings, "events.raw")]
+        mine = [e for e in events
+                if isinstance(e, ToolCalled) and e.trajectory_id == trajectory_id]
+        if len(mine) >= count or time.monotonic() > deadline:
+            return mine
+        time.sleep(0.5)
 
 
 def _served(settings: Settings, count: int, timeout_s: float = 30.0) -> list[CompletionServed]:
@@ -208,9 +238,38 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
             error = _max_error(adapter_model, event)
         assert reply.model_extra["checkpoint_id"] == result.checkpoint_id
         assert event.checkpoint_id == result.checkpoint_id and error < TOLERANCE
+
+        with clock.stage("a chat completion with tools on the real model"):
+            reply = client.chat.completions.create(
+                model="rewardstream", messages=TOOL_CHAT, tools=[READ_FILE],
+                tool_choice="required", max_tokens=32, temperature=0.0, seed=3,
+                extra_headers={"X-Rewardstream-Trajectory-Id": "rm-tools"})
+            event = next(e for e in _served(kafka, len(PROMPTS) + 2)
+                         if e.trajectory_id == "rm-tools")
+        # SmolLM2's ChatML template has no tools section: the fallback offers the tool's
+        # schema and the call format in the system turn, and shows the earlier call in it.
+        prompt_text = generator.tokenizer.decode(event.payload.prompt_token_ids)
+        assert "You must call a tool now." in prompt_text and '"name": "read_file"' in prompt_text
+        assert '<tool>read_file {"path": "setup.py"}</tool>' in prompt_text
+        choice = reply.choices[0]
+        broken = reply.model_extra.get("broken_tool_calls") or []
+        written = generator.tokenizer.decode(event.payload.completion_token_ids,
+                                              skip_special_tokens=True)
+        # Whatever the model wrote is accounted for: parsed calls, each named and with JSON
+        # arguments; or broken calls, each also on the log from the gateway; or plain text.
+        for call in choice.message.tool_calls or []:
+            assert call.function.name and isinstance(json.loads(call.function.arguments), dict)
+        recorded = _tool_events(kafka, "rm-tools", len(broken), timeout_s=10.0)
+        assert sorted(b["error_kind"] for b in broken) == \
+            sorted(e.payload.error_kind or "" for e in recorded)
+        assert all(not e.payload.valid for e in recorded)
+        assert (choice.finish_reason == "tool_calls") == bool(choice.message.tool_calls)
     finally:
         gateway.stop()
         engine.stop()
     with capsys.disabled():
-        print("\n[real-model loop] stages (s): " + json.dumps(
+        print(f"\n[real-model loop] with tools the model wrote {written!r}: "
+              f"{len(choice.message.tool_calls or [])} call(s), {len(broken)} broken, "
+              f"finish_reason {choice.finish_reason}", flush=True)
+        print("[real-model loop] stages (s): " + json.dumps(
             {k: round(v, 1) for k, v in clock.seconds.items()}), flush=True)
