@@ -64,7 +64,7 @@ class DemoConfig:
     gate_margin: float = 0.3
     # A candidate that passes on solve rate but breaks tool calls on more held-out tasks is the
     # regression the canary's critical broken-call alert otherwise catches in front of users
-    # (seed 0, cycle 5: a canary at 0.48 broken calls a trajectory against production's 0.16).
+    # (seed 0, cycle 5: a broken call in 0.48 of the canary's trajectories, production's 0.16).
     # The gate fails it when that share is surely up by more than this.
     gate_broken_call_tolerance: float = 0.05
     # Canary: a candidate that passes the gate serves this share of the next cycle's users

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import openai
 import pytest
@@ -103,25 +104,18 @@ TOOL_CHAT = [
 ]
 
 
-def _tool_events(settings: Settings, trajectory_id: str, count: int,
-                 timeout_s: float = 30.0) -> list[ToolCalled]:
+EventT = TypeVar("EventT")
+
+
+def _on_log(settings: Settings, kind: type[EventT], count: int,
+            timeout_s: float = 30.0) -> list[EventT]:
+    """The events of ``kind`` on events.raw, waiting until there are ``count`` of them."""
     deadline = time.monotonic() + timeout_s
     while True:
         events = [parse_event(r.value) for r in read_topic(settings, "events.raw")]
-        mine = [e for e in events
-                if isinstance(e, ToolCalled) and e.trajectory_id == trajectory_id]
+        mine = [e for e in events if isinstance(e, kind)]
         if len(mine) >= count or time.monotonic() > deadline:
             return mine
-        time.sleep(0.5)
-
-
-def _served(settings: Settings, count: int, timeout_s: float = 30.0) -> list[CompletionServed]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        events = [parse_event(r.value) for r in read_topic(settings, "events.raw")]
-        served = [e for e in events if isinstance(e, CompletionServed)]
-        if len(served) >= count or time.monotonic() > deadline:
-            return served
         time.sleep(0.5)
 
 
@@ -194,7 +188,7 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
         assert all(1 <= r.usage.completion_tokens <= 8 for r in replies)
 
         with clock.stage("logged logprobs vs teacher-forced recomputation"):
-            served = _served(kafka, len(PROMPTS))
+            served = _on_log(kafka, CompletionServed, len(PROMPTS))
             assert len(served) == len(PROMPTS)
             errors = [_max_error(generator.base_model, event) for event in served]
         assert max(errors) < TOLERANCE, errors
@@ -232,7 +226,7 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
 
         with clock.stage("a completion from the promoted adapter, checked by recomputation"):
             reply = _chat(client, PROMPTS[0], "rm-next", 7)
-            event = next(e for e in _served(kafka, len(PROMPTS) + 1)
+            event = next(e for e in _on_log(kafka, CompletionServed, len(PROMPTS) + 1)
                          if e.trajectory_id == "rm-next")
             adapter_model, _ = load_policy(result.path)
             error = _max_error(adapter_model, event)
@@ -244,7 +238,7 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
                 model="rewardstream", messages=TOOL_CHAT, tools=[READ_FILE],
                 tool_choice="required", max_tokens=32, temperature=0.0, seed=3,
                 extra_headers={"X-Rewardstream-Trajectory-Id": "rm-tools"})
-            event = next(e for e in _served(kafka, len(PROMPTS) + 2)
+            event = next(e for e in _on_log(kafka, CompletionServed, len(PROMPTS) + 2)
                          if e.trajectory_id == "rm-tools")
         # SmolLM2's ChatML template has no tools section: the fallback offers the tool's
         # schema and the call format in the system turn, and shows the earlier call in it.
@@ -259,7 +253,8 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
         # arguments; or broken calls, each also on the log from the gateway; or plain text.
         for call in choice.message.tool_calls or []:
             assert call.function.name and isinstance(json.loads(call.function.arguments), dict)
-        recorded = _tool_events(kafka, "rm-tools", len(broken), timeout_s=10.0)
+        # Only this request offered tools, so every tool.called on the log is its.
+        recorded = _on_log(kafka, ToolCalled, len(broken), timeout_s=10.0)
         assert sorted(b["error_kind"] for b in broken) == \
             sorted(e.payload.error_kind or "" for e in recorded)
         assert all(not e.payload.valid for e in recorded)
