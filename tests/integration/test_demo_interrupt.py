@@ -4,7 +4,6 @@ directory), never the shared one."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 
 from infra import broker
 from infra.settings import Settings
+from tests.support.private_kafka import local_broker_env
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -44,12 +44,7 @@ def test_an_interrupted_demo_stops_its_services_and_the_broker_it_started(
 ) -> None:
     private = Settings(kafka_port=_free_port(), kafka_controller_port=_free_port(),
                        kafka_data_dir=tmp_path / "kafka", kafka_heap_mb=384)
-    env = {**os.environ,
-           "REWARDSTREAM_KAFKA_PORT": str(private.kafka_port),
-           "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(private.kafka_controller_port),
-           "REWARDSTREAM_KAFKA_DATA_DIR": str(private.kafka_data_dir),
-           "REWARDSTREAM_KAFKA_HEAP_MB": str(private.kafka_heap_mb)}
-    env.pop("REWARDSTREAM_BOOTSTRAP_SERVERS", None)
+    env = local_broker_env(private)
     ports = [_free_port() for _ in range(3)]
     child = subprocess.Popen(
         [sys.executable, str(_CHILD), str(tmp_path / "run"), *map(str, ports)], env=env,

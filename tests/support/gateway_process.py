@@ -7,7 +7,6 @@ torch engine with a tiny model, no checkpoint follower, its spool in a directory
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,16 +14,18 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from infra.kafka_io import read_topic
 from infra.settings import Settings
-from schemas.events import CompletionServed, parse_event
+from schemas.events import CompletionServed, CompletionServedPayload, parse_event
+from tests.support.private_kafka import local_broker_env
 from tests.support.service_keys import GATEWAY_HEADERS, GATEWAY_KEY, PSEUDONYM_SECRET, gateway_key
 
 __all__ = ["CompletionTraffic", "GatewayProcess", "completions_on_log", "gateway_metric",
-           "wait_drained"]
+           "served_on_log", "wait_drained"]
 
 
 class GatewayProcess:
@@ -37,13 +38,9 @@ class GatewayProcess:
 
     def start(self, timeout_s: float = 120.0) -> None:
         """Start it, accepting GATEWAY_KEY, and wait until it answers /readyz."""
-        env = {**os.environ, "REWARDSTREAM_KAFKA_PORT": str(self.settings.kafka_port),
-               "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(self.settings.kafka_controller_port),
-               "REWARDSTREAM_KAFKA_BROKERS": str(self.settings.kafka_brokers),
-               "REWARDSTREAM_TOPIC_PREFIX": self.settings.topic_prefix,
+        env = {**local_broker_env(self.settings),
                "REWARDSTREAM_GATEWAY_KEYS": json.dumps([gateway_key(GATEWAY_KEY).to_entry()]),
                "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": PSEUDONYM_SECRET.decode()}
-        env.pop("REWARDSTREAM_BOOTSTRAP_SERVERS", None)
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "infra.cli", "serve", "gateway", "--engine-model",
@@ -87,20 +84,30 @@ def wait_drained(gateway: GatewayProcess, timeout_s: float = 90.0) -> float:
     return time.monotonic() - began
 
 
+def served_on_log(settings: Settings) -> list[CompletionServedPayload]:
+    """Every completion.served on ``events.raw``, in log order."""
+    events = (parse_event(r.value) for r in read_topic(settings, "events.raw"))
+    return [e.payload for e in events if isinstance(e, CompletionServed)]
+
+
 def completions_on_log(settings: Settings) -> Counter[str]:
     """How often each completion id is on ``events.raw`` as completion.served."""
-    events = (parse_event(r.value) for r in read_topic(settings, "events.raw"))
-    return Counter(e.payload.completion_id for e in events if isinstance(e, CompletionServed))
+    return Counter(p.completion_id for p in served_on_log(settings))
 
 
 class CompletionTraffic:
     """One client asking for short completions in a loop, from a thread: the ids of those
-    answered 200 (with when), and how many failed (refused, dropped connection, an error)."""
+    answered 200 (with when), and how many failed (refused, dropped connection, an error).
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    ``stream``: each request streams (SSE) a longer completion, so that a kill is likely to
+    cut one off; it counts as answered only once ``[DONE]`` arrived, and ``tokens`` keeps the
+    token ids the client received of each answered completion."""
+
+    def __init__(self, url: str, *, stream: bool = False) -> None:
+        self.url, self.stream = url, stream
         self.served: list[tuple[float, str]] = []
-        self.failed = 0
+        self.tokens: dict[str, list[int]] = {}
+        self.failed = self.cut = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -109,18 +116,47 @@ class CompletionTraffic:
             n = 0
             while not self._stop.is_set():
                 n += 1
+                body = {"model": "rewardstream", "prompt": "def add(a, b):", "max_tokens": 4,
+                        "metadata": {"trajectory_id": f"traj-{n}", "user": f"user-{n % 5}"}}
                 try:
-                    answer = client.post("/v1/completions", json={
-                        "model": "rewardstream", "prompt": "def add(a, b):", "max_tokens": 4,
-                        "metadata": {"trajectory_id": f"traj-{n}", "user": f"user-{n % 5}"}})
+                    answered = (self._streamed(client, body) if self.stream
+                                else self._whole(client, body))
                 except httpx.TransportError:
-                    self.failed += 1
+                    answered = None
                     time.sleep(0.1)
-                    continue
-                if answer.status_code == 200:
-                    self.served.append((time.monotonic(), answer.json()["id"]))
-                else:
+                if answered is None:
                     self.failed += 1
+                else:
+                    self.served.append((time.monotonic(), answered))
+
+    @staticmethod
+    def _whole(client: httpx.Client, body: dict[str, Any]) -> str | None:
+        answer = client.post("/v1/completions", json=body)
+        return answer.json()["id"] if answer.status_code == 200 else None
+
+    def _streamed(self, client: httpx.Client, body: dict[str, Any]) -> str | None:
+        body = {**body, "max_tokens": 24, "stream": True, "return_token_ids": True}
+        completion_id, tokens = None, []
+        with client.stream("POST", "/v1/completions", json=body) as answer:
+            if answer.status_code != 200:
+                return None
+            try:
+                for line in answer.iter_lines():
+                    if line == "data: [DONE]":
+                        if completion_id is not None:
+                            self.tokens[completion_id] = tokens
+                        return completion_id
+                    if not line.startswith("data: "):
+                        continue
+                    chunk = json.loads(line[len("data: "):])
+                    if "error" in chunk:
+                        return None
+                    completion_id = chunk["id"]
+                    tokens += chunk["choices"][0].get("token_ids") or []
+            except (httpx.TransportError, json.JSONDecodeError):
+                pass  # the connection dropped, perhaps in the middle of a line
+        self.cut += 1
+        return None
 
     @property
     def ids(self) -> list[str]:

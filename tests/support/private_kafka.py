@@ -5,18 +5,20 @@ The shared broker every other test uses is never touched.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import time
 from pathlib import Path
 
 from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaConnectionError
 
 from infra.settings import Settings
 from schemas.topics import topic_name
 
-__all__ = ["leader_and_isr", "ports_free", "private_broker_settings", "wait_in_sync",
-           "wait_led_without"]
+__all__ = ["leader_and_isr", "local_broker_env", "ports_free", "private_broker_settings",
+           "wait_in_sync", "wait_led_without"]
 
 
 def ports_free(ports: list[int]) -> bool:
@@ -32,6 +34,20 @@ def ports_free(ports: list[int]) -> bool:
     return True
 
 
+def local_broker_env(settings: Settings) -> dict[str, str]:
+    """This process's environment for a child that runs against the local broker (every node)
+    of ``settings`` and under its topic prefix, as ``rewardstream kafka start`` would find it
+    running: the ports, node count, data directory and heap, no external bootstrap list."""
+    env = {**os.environ, "REWARDSTREAM_KAFKA_PORT": str(settings.kafka_port),
+           "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
+           "REWARDSTREAM_KAFKA_BROKERS": str(settings.kafka_brokers),
+           "REWARDSTREAM_KAFKA_DATA_DIR": str(settings.kafka_data_dir),
+           "REWARDSTREAM_KAFKA_HEAP_MB": str(settings.kafka_heap_mb),
+           "REWARDSTREAM_TOPIC_PREFIX": settings.topic_prefix}
+    env.pop("REWARDSTREAM_BOOTSTRAP_SERVERS", None)
+    return env
+
+
 def private_broker_settings(data_dir: Path, brokers: int, **overrides: object) -> Settings:
     """Settings of a private local broker of ``brokers`` nodes: ``2 * brokers`` consecutive
     free ports (node k on base + 2(k-1), its controller one above), data in ``data_dir``."""
@@ -45,15 +61,27 @@ def private_broker_settings(data_dir: Path, brokers: int, **overrides: object) -
     raise RuntimeError(f"no {2 * brokers} consecutive free ports found")
 
 
-def leader_and_isr(settings: Settings, name: str) -> tuple[int, list[int]]:
-    """The leader and the in-sync replicas of partition 0 of a platform topic."""
-    admin = KafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
-    try:
-        [described] = admin.describe_topics([topic_name(settings.topic_prefix, name)])
+def leader_and_isr(settings: Settings, name: str,
+                   timeout_s: float = 30.0) -> tuple[int, list[int]]:
+    """The leader and the in-sync replicas of partition 0 of a platform topic. A node of the
+    bootstrap list may be down: the client is made again, its list shuffled, until a node
+    answers."""
+    deadline = time.monotonic() + timeout_s
+    servers = settings.bootstrap_servers.split(",")
+    while True:
+        random.shuffle(servers)
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=servers)
+            try:
+                [described] = admin.describe_topics([topic_name(settings.topic_prefix, name)])
+            finally:
+                admin.close()
+        except KafkaConnectionError:
+            assert time.monotonic() < deadline, f"no node answered for {name}"
+            time.sleep(0.25)
+            continue
         partition = described["partitions"][0]
         return int(partition["leader_id"]), sorted(partition["isr_nodes"])
-    finally:
-        admin.close()
 
 
 def wait_led_without(settings: Settings, name: str, node: int,
