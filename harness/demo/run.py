@@ -182,7 +182,11 @@ def _loop(console: Console, config: DemoConfig, settings, prefix: str, run: _Run
     policy_dir = _policy(console, config)
     trainer_config = train_config(config, policy_dir)
     hack_dir = _hack_adapter(console, config, trainer_config) if config.hack else None
-    stack = start_stack(config, service_env(prefix, config.run_dir), policy_dir)
+    def on_restart(name: str, code: int, restarts: int) -> None:
+        console.print(f"[yellow]{name} exited with {code}; restarted (restart {restarts}), "
+                      f"see {config.log_dir / name}.log[/]")
+
+    stack = start_stack(config, service_env(prefix, config.run_dir), policy_dir, on_restart)
     run.closers.append(stack.services.stop_all)
     run.services = [service.name for service in stack.services.running]
     _announce(console, config, stack, prefix)

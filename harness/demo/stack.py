@@ -14,6 +14,7 @@ import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,8 +61,11 @@ def service_env(topic_prefix: str, run_dir: Path) -> dict[str, str]:
     return env
 
 
-def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path) -> Stack:
-    """Start every service; returns once the HTTP ones answer. Stop with ``stack.services``."""
+def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
+                on_restart: Callable[[str, int, int], None] | None = None) -> Stack:
+    """Start every service; returns once the HTTP ones answer, supervised from then on (a
+    service that exits is restarted; ``on_restart`` hears of it). Stop with
+    ``stack.services``."""
     run_dir = config.run_dir
     api_key = _new_key(env, env["REWARDSTREAM_INGEST_KEYS_FILE"], "--for", "ingest", "--org",
                        "demo", "--name", "demo-client", "--rate-per-s", "100000")
@@ -72,7 +76,7 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path) -> St
                          "--org", "*", "--name", "demo")
     monitor_config = run_dir / "monitors.yaml"
     monitor_config.write_text(yaml.safe_dump(DEMO_MONITOR_THRESHOLDS))
-    services = Services(env, config.log_dir)
+    services = Services(env, config.log_dir, on_restart=on_restart)
     urls = {name: f"http://127.0.0.1:{port}" for name, port in (
         ("ingest", config.ingest_port), ("gateway", config.gateway_port),
         ("console", config.console_port))}
@@ -92,6 +96,7 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path) -> St
         wait_http(urls["ingest"] + "/readyz", 90, ingest)
         wait_http(urls["gateway"] + "/readyz", 120, gateway)
         wait_http(urls["console"] + "/readyz", 90, console)
+        services.supervise()
     except BaseException:
         services.stop_all()
         raise
