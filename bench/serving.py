@@ -8,8 +8,9 @@ turns request by request (in a rotating order) so machine load hits them alike: 
 ``rewardstream serve gateway`` in front of that engine (arm assignment, routing, token ids and
 logprobs, ``completion.served`` built and handed to a sink that keeps nothing). Then the engine
 serves a LoRA adapter too, merged into a copy of the weights (as the production adapter is),
-and base and adapter requests are timed in pairs; then a second adapter is loaded, so both are
-served unmerged (as during an A/B test of two checkpoints), and the pairs are timed again.
+and base and adapter requests are timed in pairs; then a second adapter is loaded, merged into
+its own copy (as during an A/B test of two checkpoints), and the pairs are timed again; then a
+third, beyond the engine's two merged adapters, served unmerged, and its pairs are timed.
 Engine and gateway run as their own processes, as deployed. Time to first token is measured by
 the client; tokens/s is completion tokens over the whole request time, and latency is the whole
 request time.
@@ -245,12 +246,18 @@ def run_serving_bench(model_dir: Path | None, requests: int, max_tokens: int,
             def adapter() -> tuple[float, float]:
                 return _http_generate(engine, "adapter", max_tokens)
 
+            def third() -> tuple[float, float]:
+                return _http_generate(engine, "third", max_tokens)
+
             _load_adapter(engine, "adapter", adapter_dir)
             merged_rows, merged = _paired(base, adapter, requests)
             _load_adapter(engine, "other", _random_adapter(model_dir, Path(tmp) / "other", 2))
-            unmerged_rows, unmerged = _paired(base, adapter, requests)
+            two_rows, two_merged = _paired(base, adapter, requests)
+            _load_adapter(engine, "third", _random_adapter(model_dir, Path(tmp) / "third", 3))
+            unmerged_rows, unmerged = _paired(base, third, requests)
     results |= {f"{name} (adapter merged)": row for name, row in merged_rows.items()}
-    results |= {f"{name} (2 adapters, unmerged)": row for name, row in unmerged_rows.items()}
+    results |= {f"{name} (2 adapters, both merged)": row for name, row in two_rows.items()}
+    results |= {f"{name} (3rd adapter, unmerged)": row for name, row in unmerged_rows.items()}
     base, top = results["transformers"], results["gateway"]
     return {
         "model": label, "adapter": adapter_label,
@@ -260,7 +267,8 @@ def run_serving_bench(model_dir: Path | None, requests: int, max_tokens: int,
             "tokens_per_s_ratio": top["tokens_per_s_median"] / base["tokens_per_s_median"],
             "ttft_ratio": top["ttft_ms_median"] / base["ttft_ms_median"],
         },
-        "adapter_vs_base": merged, "unmerged_adapter_vs_base": unmerged,
+        "adapter_vs_base": merged, "two_merged_adapter_vs_base": two_merged,
+        "unmerged_adapter_vs_base": unmerged,
     }
 
 
@@ -279,7 +287,8 @@ def serving(
 ) -> None:
     """Tokens/s and time to first token of the gateway on the torch engine vs plain transformers
     generation, side by side in one run, with the overhead ratio; and adapter / base latency on
-    the engine, with the adapter served merged (alone) and unmerged (two adapters live).
+    the engine, with the adapter served merged (alone, and beside a second) and a third adapter
+    unmerged (beyond the two the engine merges).
 
     Example: rewardstream bench serving --model runs/policy --adapter runs/ckpt/ID
     """
@@ -296,7 +305,8 @@ def serving(
     typer.echo(f"gateway / transformers: tokens/s x{ratios['tokens_per_s_ratio']:.2f}, "
                f"ttft x{ratios['ttft_ratio']:.2f}")
     for key, label in (("adapter_vs_base", "merged, one adapter live"),
-                       ("unmerged_adapter_vs_base", "unmerged, two adapters live")):
+                       ("two_merged_adapter_vs_base", "merged, two adapters live"),
+                       ("unmerged_adapter_vs_base", "unmerged, a third adapter live")):
         row = report[key]
         typer.echo(f"adapter / base on the engine ({label}): latency x{row['latency_ratio']:.2f}, "
                    f"tokens/s x{row['tokens_per_s_ratio']:.2f}, ttft x{row['ttft_ratio']:.2f}")

@@ -1,22 +1,24 @@
 """The LoRA adapters a torch engine serves, and which weights serve each request.
 
-One live adapter is served **merged**: a copy of the base model with ``W + scale * B @ A`` folded
+A live adapter is served **merged**: a copy of the base model with ``W + scale * B @ A`` folded
 into every weight the adapter touches, so a token costs exactly a base-model forward pass (peft's
 unmerged layers add two small matmuls and Python dispatch per targeted module per token, which
-on a small model is 13-73% of the step). The copy shares every tensor the adapter leaves
-unchanged with the base (embeddings, norms, untargeted layers) and owns the rest: for the
-demo's targets (every projection and the output head) that is one more copy of the weights,
-e.g. +513 MB for SmolLM2-135M in float32 (+51 MB for an adapter on the q/v projections only).
-A tied output head is untied in the copy first, so merging into the head never changes the
-input embeddings.
+on a small model is 13-73% of the step, and 38-48% with two adapters live). The copy shares every
+tensor the adapter leaves unchanged with the base (embeddings, norms, untargeted layers) and owns
+the rest: for the demo's targets (every projection and the output head) that is one more copy of
+the weights, e.g. +513 MB for SmolLM2-135M in float32 (+51 MB for an adapter on the q/v
+projections only). A tied output head is untied in the copy first, so merging into the head
+never changes the input embeddings.
 
-Several live adapters (A/B arms with different checkpoints, or the moment of a promotion between
-loading the new adapter and draining the old one) are served **unmerged** by one peft model over
-a shell of the base that shares all its weights: it costs only the LoRA matrices, adds the
-per-token work, and leaves the base itself untouched, so base requests always run at base speed.
-Going back to one adapter merges it again. Each change builds the new model before it replaces
-the old one, so a failed load leaves the served adapters as they were. Not thread-safe: the
-engine calls every method under its lock.
+Up to ``merged_limit`` adapters are merged at once, each in its own copy (two by default: the
+production and canary arms of an A/B test, or the moment of a promotion between loading the new
+adapter and draining the old one, so neither arm's latency is the adapter's). Adapters beyond
+the limit are served **unmerged** by one peft model over a shell of the base that shares all its
+weights: it costs only the LoRA matrices, adds the per-token work, and leaves the base itself
+untouched, so base requests always run at base speed. When a merged adapter is unloaded, an
+unmerged one takes its place. Each change builds the new model before it replaces the old one,
+so a failed load leaves the served adapters as they were. Not thread-safe: the engine calls
+every method under its lock.
 """
 
 from __future__ import annotations
@@ -95,30 +97,32 @@ def unmerged_model(base: Any, paths: dict[str, str]) -> Any:
 class AdapterSet:
     """Adapters by served name, and the forward pass of the base or of one adapter."""
 
-    def __init__(self, base: Any) -> None:
+    def __init__(self, base: Any, merged_limit: int = 2) -> None:
+        if merged_limit < 0:
+            raise ValueError(f"merged_limit={merged_limit} must be 0 or more")
         self.base = base  # never modified: adapters live in their own (weight-sharing) models
+        self.merged_limit = merged_limit
         self._paths: dict[str, str] = {}
-        self._merged: tuple[str, Any] | None = None  # (name, merged model) with one adapter live
-        self._peft: Any = None  # a PeftModel while several adapters are live
+        self._merged: dict[str, Any] = {}  # name → its merged copy
+        self._peft: Any = None  # a PeftModel of the adapters beyond the merged limit
 
     def paths(self) -> dict[str, str]:
         return dict(self._paths)
 
-    def merged_name(self) -> str | None:
-        """The adapter served merged now, if any."""
-        return self._merged[0] if self._merged else None
+    def merged_names(self) -> list[str]:
+        """The adapters served merged now, in the order they were merged."""
+        return list(self._merged)
 
     def load(self, name: str, path: str) -> None:
         if not is_adapter_dir(Path(path)):
             raise UnsupportedRequest(f"lora_path {path} has no adapter_config.json")
         if name in self._paths:
             raise UnsupportedRequest(f"The lora adapter '{name}' has already been loaded.")
-        if not self._paths:
-            self._merge(name, path)
+        if len(self._merged) < self.merged_limit:
+            self._merged[name] = self._merged_copy(name, path)
         elif self._peft is None:
-            self._peft = unmerged_model(self.base, {**self._paths, name: path})
-            self._merged = None
-            log.info("serving %d adapters unmerged", len(self._paths) + 1)
+            self._peft = unmerged_model(self.base, {name: path})
+            log.info("serving adapter %s unmerged (%d merged already)", name, len(self._merged))
         else:
             with head_adapter_warnings_off():
                 self._peft.load_adapter(path, adapter_name=name, is_trainable=False)
@@ -128,29 +132,38 @@ class AdapterSet:
         if name not in self._paths:
             raise AdapterNotFound(f"The lora adapter '{name}' cannot be found.")
         rest = {n: p for n, p in self._paths.items() if n != name}
-        if not rest:
-            self._merged = None
-        elif len(rest) == 1:
-            self._merge(*next(iter(rest.items())))
-            self._peft = None
+        if name in self._merged:
+            waiting = [n for n in rest if n not in self._merged]
+            if waiting:  # the first adapter served unmerged takes the freed place
+                model = self._merged_copy(waiting[0], rest[waiting[0]])
+                self._drop_unmerged(waiting[0])
+                self._merged[waiting[0]] = model
+            del self._merged[name]
         else:
-            if self._peft.active_adapter == name:
-                self._peft.set_adapter(next(iter(rest)))
-            self._peft.delete_adapter(name)
+            self._drop_unmerged(name)
         self._paths = rest
 
-    def _merge(self, name: str, path: str) -> None:
+    def _drop_unmerged(self, name: str) -> None:
+        others = [n for n in self._peft.peft_config if n != name]
+        if not others:
+            self._peft = None
+            return
+        if self._peft.active_adapter == name:
+            self._peft.set_adapter(others[0])
+        self._peft.delete_adapter(name)
+
+    def _merged_copy(self, name: str, path: str) -> Any:
         model, owned_bytes = merged_copy(self.base, path)
-        self._merged = (name, model)
         log.info("serving adapter %s merged into a copy of the base weights (+%.1f MB)",
                  name, owned_bytes / 2**20)
+        return model
 
     def forward(self, adapter: str | None, **inputs: Any) -> Any:
         """The model output for ``inputs`` under ``adapter`` (None: the base model)."""
         if adapter is None:
             return self.base(**inputs)
-        if self._merged is not None and self._merged[0] == adapter:
-            return self._merged[1](**inputs)
+        if adapter in self._merged:
+            return self._merged[adapter](**inputs)
         if adapter not in self._paths or self._peft is None:
             raise AdapterNotFound(f"The model `{adapter}` does not exist.")
         if self._peft.active_adapter != adapter:

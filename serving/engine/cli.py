@@ -16,12 +16,13 @@ __all__ = ["build_engine_app", "register"]
 
 def build_engine_app(model: Path, served_model_name: str | None = None, dtype: str = "float32",
                      device: str = "cpu", token_delay_ms: float = 0.0,
-                     tool_call_parser: str = "hermes"):  # -> FastAPI
+                     tool_call_parser: str = "hermes", merged_adapters: int = 2):  # -> FastAPI
     from serving.engine.app import create_engine_app
     from serving.engine.generator import TorchGenerator
 
     generator = TorchGenerator(model, dtype=dtype, device=device,
-                               token_delay_s=token_delay_ms / 1000.0)
+                               token_delay_s=token_delay_ms / 1000.0,
+                               merged_adapters=merged_adapters)
     return create_engine_app(generator, served_model_name or model.name, tool_call_parser)
 
 
@@ -40,6 +41,11 @@ def engine(
     tool_call_parser: ToolCallParser = typer.Option(
         "hermes", help="How calls are read when the model's chat template renders tools: "
                        "hermes or rewardstream. Templates without tools get the <tool> format."),
+    merged_adapters: int = typer.Option(
+        2, min=0, help="LoRA adapters served merged at once, each in its own copy of the "
+                       "weights it changes (base speed; e.g. +513 MB each for SmolLM2-135M with "
+                       "every projection adapted); more live adapters are served unmerged "
+                       "(slower per token, only their LoRA matrices in memory)."),
 ) -> None:
     """Serve a local model with the built-in torch engine, speaking vLLM's OpenAI-compatible API
     (/v1/completions, /v1/chat/completions, /v1/models, /v1/load_lora_adapter,
@@ -50,7 +56,7 @@ def engine(
     import uvicorn
 
     uvicorn.run(build_engine_app(model, served_model_name, dtype, device, token_delay_ms,
-                                 tool_call_parser.value), host=host, port=port,
+                                 tool_call_parser.value, merged_adapters), host=host, port=port,
                 log_level="info")
 
 

@@ -4,9 +4,10 @@ Each step's logits produce both the sampled token and its behaviour logprob, so 
 of the distribution actually sampled from, from the same forward pass. Requests run in their own
 threads and interleave step by step: a lock covers only adapter selection plus one forward pass
 (peft's active adapter is global state), which also makes loading and unloading adapters safe
-between steps. How adapters are applied (merged when one is live, unmerged when several are) is
-``serving.engine.adapters``. A request whose adapter is unloaded mid-generation fails at its next
-step; the gateway drains adapters before unloading them.
+between steps. How adapters are applied (merged, each in its own copy of the weights, up to
+``merged_adapters`` at once; unmerged beyond) is ``serving.engine.adapters``. A request whose
+adapter is unloaded mid-generation fails at its next step; the gateway drains adapters before
+unloading them.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class TorchGenerator:
     """The engine's model state; every public method is safe to call from any thread."""
 
     def __init__(self, model_dir: Path | str, dtype: str = "float32", device: str = "cpu",
-                 token_delay_s: float = 0.0) -> None:
+                 token_delay_s: float = 0.0, merged_adapters: int = 2) -> None:
         if is_adapter_dir(Path(model_dir)):
             raise UnsupportedRequest(
                 f"{model_dir} is a LoRA adapter; start the engine on its base model and load the "
@@ -61,7 +62,7 @@ class TorchGenerator:
             )
         self.model_dir = str(model_dir)
         base, self.tokenizer = load_policy(model_dir, dtype=dtype, device=device)
-        self._adapters = AdapterSet(base)
+        self._adapters = AdapterSet(base, merged_adapters)
         self._lock = threading.Lock()
         self._device = device
         # Simulates a slower accelerator (per generated token) for demos and rollout tests.
@@ -81,10 +82,10 @@ class TorchGenerator:
         with self._lock:
             return self._adapters.paths()
 
-    def merged_adapter(self) -> str | None:
-        """The adapter served merged into a copy of the weights now (one live adapter)."""
+    def merged_adapters(self) -> list[str]:
+        """The adapters served merged, each in its own copy of the weights, now."""
         with self._lock:
-            return self._adapters.merged_name()
+            return self._adapters.merged_names()
 
     def load_adapter(self, name: str, path: str) -> None:
         with self._lock:

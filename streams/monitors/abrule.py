@@ -14,9 +14,11 @@ its A/B (``abreport``) passes when, in this order:
    which made no tool calls at all (and so broke none) was refused for a broken-call rate of
    +0.06 [+0.009, +0.11] while its reward was +1.05 [+0.76, +1.35] better.
 
-Latency is reported but not a guardrail by default: a canary is served beside another adapter,
-which the engine does unmerged and slower than it serves production alone, so the A/B's latency
-is not what the candidate's will be once promoted (the monitors' latency detector watches that).
+Latency is reported but not a guardrail by default: the canary's latency is the serving stack's
+as much as the candidate's (on the torch engine two live adapters are each merged into their own
+copy and cost what the base does; a third, during a promotion, is served unmerged and slower;
+vLLM batches adapters its own way), and the monitors' latency detector watches each checkpoint
+once it serves.
 Promotion needs the offline gate AND this rule (``schemas.checkpoints.conclude_canary``).
 """
 

@@ -222,7 +222,7 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
             while arms_served(gateway.url, GATEWAY_KEY).get("production") != result.checkpoint_id:
                 assert time.monotonic() < deadline, "the gateway did not load the adapter"
                 time.sleep(0.5)
-        assert generator.merged_adapter() == result.checkpoint_id
+        assert generator.merged_adapters() == [result.checkpoint_id]
 
         with clock.stage("a completion from the promoted adapter, checked by recomputation"):
             reply = _chat(client, PROMPTS[0], "rm-next", 7)

@@ -1,6 +1,6 @@
 """The torch engine's behaviour logprobs equal a separate teacher-forced forward pass, for the
-base model and for hot-loaded LoRA adapters, served merged (one live adapter) or unmerged
-(several); adapters load and unload independently."""
+base model and for hot-loaded LoRA adapters, served merged (up to the limit) or unmerged
+(beyond it); adapters load and unload independently."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_one_live_adapter_is_served_merged_and_matches_a_teacher_forced_pass(
     embeddings = engine.base_model.get_input_embeddings().weight.clone()
     base = _first_logprobs(engine, None)
     engine.load_adapter("c2", str(adapters[1]))
-    assert engine.merged_adapter() == "c2"
+    assert engine.merged_adapters() == ["c2"]
     request = GenerationRequest(engine.tokenizer("def add(a, b):").input_ids, max_tokens=12,
                                 temperature=0.7, seed=3, ignore_eos=True, adapter="c2")
     steps = list(engine.generate(request))
@@ -76,22 +76,42 @@ def test_one_live_adapter_is_served_merged_and_matches_a_teacher_forced_pass(
     assert torch.equal(engine.base_model.get_input_embeddings().weight, embeddings)
 
 
-def test_adapters_are_unmerged_while_several_are_live_and_merged_again_after(
+def test_two_live_adapters_are_both_served_merged_as_each_is_alone(
     tiny_model_dir: Path, adapters: list[Path]
 ) -> None:
-    engine = TorchGenerator(tiny_model_dir)
+    alone = {}
+    for name, path in zip(("c1", "c2"), adapters, strict=True):
+        engine = TorchGenerator(tiny_model_dir)
+        engine.load_adapter(name, str(path))
+        alone[name] = _first_logprobs(engine, name)
+    engine = TorchGenerator(tiny_model_dir)  # two merged at once by default: an A/B's arms
+    base = _first_logprobs(engine, None)
+    engine.load_adapter("c1", str(adapters[0]))
+    engine.load_adapter("c2", str(adapters[1]))
+    assert engine.merged_adapters() == ["c1", "c2"]
+    assert _first_logprobs(engine, "c1") == alone["c1"]  # the same merged weights, exactly
+    assert _first_logprobs(engine, "c2") == alone["c2"]
+    assert _first_logprobs(engine, None) == base
+
+
+def test_adapters_beyond_the_merged_limit_are_unmerged_and_move_up_when_one_leaves(
+    tiny_model_dir: Path, adapters: list[Path]
+) -> None:
+    engine = TorchGenerator(tiny_model_dir, merged_adapters=1)
     base = _first_logprobs(engine, None)
     engine.load_adapter("c1", str(adapters[0]))
     merged_c1 = _first_logprobs(engine, "c1")
     engine.load_adapter("c2", str(adapters[1]))
-    assert engine.merged_adapter() is None
-    assert _first_logprobs(engine, None) == base  # the unmerged adapters wrap a shell, not it
-    unmerged_c1, unmerged_c2 = _first_logprobs(engine, "c1"), _first_logprobs(engine, "c2")
-    assert merged_c1 == pytest.approx(unmerged_c1, abs=TOLERANCE)
+    assert engine.merged_adapters() == ["c1"]  # c2 is served unmerged beside it
+    assert _first_logprobs(engine, None) == base  # the unmerged adapter wraps a shell, not it
+    assert _first_logprobs(engine, "c1") == merged_c1
+    unmerged_c2 = _first_logprobs(engine, "c2")
     engine.unload_adapter("c1")
-    assert engine.merged_adapter() == "c2" and set(engine.adapters()) == {"c2"}
+    assert engine.merged_adapters() == ["c2"] and set(engine.adapters()) == {"c2"}
     assert _first_logprobs(engine, "c2") == pytest.approx(unmerged_c2, abs=TOLERANCE)
-    assert unmerged_c1 != pytest.approx(unmerged_c2, abs=1e-3)
+    assert merged_c1 != pytest.approx(unmerged_c2, abs=1e-3)
+    engine.unload_adapter("c2")
+    assert engine.merged_adapters() == [] and engine.adapters() == {}
 
 
 def test_adapters_change_the_distribution_and_unload_cleanly(
