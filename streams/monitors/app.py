@@ -14,7 +14,9 @@ Two agents, each a thin shell around ``windows.fold_in``:
 
 A repeated reward record (same key) or event (same id) is folded once (``fold_in``'s
 ``record_id``). Open windows live in changelog-backed faust tables, so a restarted worker
-resumes them, with the ids it has folded into them. Rewards
+resumes them, with the ids it has folded into them; each input's fold is journalled
+(``journal.fold_atomically``), so a worker killed in the middle of one leaves it whole or
+not at all. Rewards
 are finalised hours after ingest, so each input has its own watermark. State keys carry the
 source partition: with several partitions each folds its own (partial, additive) windows.
 Records that are not what their topic promises are quarantined (``schemas.quarantine``) and
@@ -24,7 +26,9 @@ skipped.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator, MutableMapping
+from functools import partial
 from typing import Any
 
 import faust
@@ -39,14 +43,13 @@ from streams.errors import MalformedEventError
 from streams.facts import read_event
 from streams.faust_quarantine import send_quarantine
 from streams.monitors.config import MonitorConfig
+from streams.monitors.journal import fold_atomically
 from streams.monitors.windows import (
     fold_in,
+    fold_reward,
     ingest_contributions,
     ingest_window_keys,
-    reward_contributions,
     reward_event_time_ms,
-    reward_record_id,
-    reward_window_keys,
     to_metric_window,
 )
 
@@ -91,6 +94,7 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
         value_serializer="raw", web_enabled=False,
     )
     window_ms, grace_ms = config.window_s * 1000, config.grace_s * 1000
+    writer = uuid.uuid4().hex  # this process's, in the journal of each fold it writes
     metrics = app.topic(topic_name(prefix, "metrics"), key_serializer="raw",
                         value_serializer="raw")
     # Tables serialise keys and values as JSON; window state is plain JSON-able data.
@@ -122,13 +126,10 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
                                  f"{config.max_future_s} s after this worker's clock")
                 continue
             partition = event.message.partition
-            closed = fold_in(
-                PartitionView(reward_windows, partition),
-                reward_window_keys(record), at_ms,
-                reward_contributions(record), window_ms=window_ms, grace_ms=grace_ms,
-                latency_ms=record.signals.get("latency_ms_mean", 0.0),
-                record_id=reward_record_id(record))
-            await publish(closed, "rewards", partition)
+            again, closed = fold_atomically(
+                PartitionView(reward_windows, partition), writer,
+                partial(fold_reward, record=record, window_ms=window_ms, grace_ms=grace_ms))
+            await publish(again + closed, "rewards", partition)
 
     deadletter_topic = topic_name(prefix, "events.deadletter")
 
@@ -149,10 +150,11 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
                     continue
                 keys = ingest_window_keys(stored.org_id, stored.checkpoint_id, stored.arm)
                 event_id = f"{stored.org_id}|{stored.event_id}"  # ids are unique per org
-            closed = fold_in(PartitionView(ingest_windows, message.partition), keys,
-                             message.timestamp * 1000, ingest_contributions(dead),
-                             window_ms=window_ms, grace_ms=grace_ms, secondary=dead,
-                             record_id=event_id)
-            await publish(closed, "ingest", message.partition)
+            again, closed = fold_atomically(
+                PartitionView(ingest_windows, message.partition), writer,
+                partial(fold_in, keys=keys, event_time_ms=message.timestamp * 1000,
+                        contributions=ingest_contributions(dead), window_ms=window_ms,
+                        grace_ms=grace_ms, secondary=dead, record_id=event_id))
+            await publish(again + closed, "ingest", message.partition)
 
     return app

@@ -55,6 +55,9 @@ class TestState:
     null: float = math.nan
 
 
+_RECENT_WINDOWS = 8  # a restarted metrics worker publishes again at most its last fold's
+
+
 @dataclass
 class _KeyState:
     tests: dict[str, list[TestState]] = field(default_factory=dict)
@@ -69,6 +72,9 @@ class MonitorState:
     first_seen: list[str] = field(default_factory=list)
     parents: dict[str, str] = field(default_factory=dict)
     keys: dict[WindowKey, _KeyState] = field(default_factory=dict)
+    # (scope, checkpoint, arm, org, partition) → its latest windows folded, as JSON: a window
+    # published again (a metrics worker restarted after a kill) is folded once.
+    recent: dict[tuple[str, str, str, str, int], deque[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -194,7 +200,14 @@ def _alert(
 
 
 def evaluate(state: MonitorState, window: MetricWindow, config: MonitorConfig) -> list[Transition]:
-    """Fold one closed window into the detectors; returns the alert transitions it causes."""
+    """Fold one closed window into the detectors; returns the alert transitions it causes.
+    A copy of a window among the latest few of its key and partition changes nothing."""
+    recent = state.recent.setdefault(
+        (window.scope, window.checkpoint_id, window.arm, window.org_id, window.partition),
+        deque(maxlen=_RECENT_WINDOWS))
+    if (text := window.model_dump_json()) in recent:
+        return []
+    recent.append(text)
     key = (window.checkpoint_id, window.arm, window.org_id)
     if window.scope == "rewards" and window.checkpoint_id not in state.first_seen:
         state.first_seen.append(window.checkpoint_id)

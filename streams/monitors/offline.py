@@ -14,15 +14,7 @@ from schemas.metrics import MetricWindow
 from schemas.rewards import RewardRecord
 from streams.monitors.config import MonitorConfig
 from streams.monitors.detectors import MonitorState, Transition, evaluate
-from streams.monitors.windows import (
-    advance,
-    fold_in,
-    reward_contributions,
-    reward_event_time_ms,
-    reward_record_id,
-    reward_window_keys,
-    to_metric_window,
-)
+from streams.monitors.windows import advance, fold_reward, to_metric_window
 
 __all__ = ["OfflineResult", "run_offline", "windows_from_rewards"]
 
@@ -50,11 +42,7 @@ def windows_from_rewards(
     count = 0
     for record in records:
         count += 1
-        closed = fold_in(state, reward_window_keys(record), reward_event_time_ms(record),
-                         reward_contributions(record),
-                         window_ms=window_ms, grace_ms=grace_ms,
-                         latency_ms=record.signals.get("latency_ms_mean", 0.0),
-                         record_id=reward_record_id(record))
+        closed = fold_reward(state, record, window_ms=window_ms, grace_ms=grace_ms)
         for window in _closed(closed, config):
             yield count, window
     if flush:

@@ -42,6 +42,7 @@ __all__ = [
     "WindowKey",
     "advance",
     "fold_in",
+    "fold_reward",
     "ingest_contributions",
     "ingest_window_keys",
     "reward_contributions",
@@ -199,6 +200,15 @@ def fold_in(
     if secondary:
         return []
     return _advance(state, event_time_ms, [org], window_ms=window_ms, grace_ms=grace_ms)
+
+
+def fold_reward(state: MutableMapping[str, Any], record: RewardRecord, *, window_ms: int,
+                grace_ms: int) -> list[dict[str, Any]]:
+    """:func:`fold_in` of one reward record: its keys, end time, contributions, latency and id."""
+    return fold_in(state, reward_window_keys(record), reward_event_time_ms(record),
+                   reward_contributions(record), window_ms=window_ms, grace_ms=grace_ms,
+                   latency_ms=record.signals.get("latency_ms_mean", 0.0),
+                   record_id=reward_record_id(record))
 
 
 def advance(

@@ -215,3 +215,25 @@ def test_a_bad_monitor_setting_is_refused_naming_it(text: str, problem: str,
     with pytest.raises(MonitorConfigError) as raised:
         load_config(path)
     assert problem in str(raised.value)
+
+
+def test_a_window_published_again_is_folded_once() -> None:
+    """A restarted metrics worker publishes its last fold's windows again; the copy moves no
+    baseline and no test, and the next window fires exactly where it would have."""
+    config, window = _config("edit_rate_collapse"), _Windows()
+    once, twice = MonitorState(), MonitorState()
+    baseline = [window("c0", edit_rate=(500, 300)) for _ in range(2)]
+    low = window("c1", edit_rate=(100, 30))
+    for state, copies in ((once, 1), (twice, 3)):
+        for each in baseline:
+            for _ in range(copies):
+                assert evaluate(state, each, config) == []
+        for _ in range(copies):
+            assert evaluate(state, low, config) == []
+    assert twice.totals == once.totals
+    assert twice.keys[("c1", "a", "*")].tests == once.keys[("c1", "a", "*")].tests
+    after = window("c1", edit_rate=(100, 30))
+    assert [t.kind for t in evaluate(twice, after, config)] == ["fired"]
+    # The same figures from another partition are another window: they add up.
+    evaluate(once, low.model_copy(update={"partition": 1}), config)
+    assert once.totals[("c1", "*")]["edit_rate"].n == 200
