@@ -121,8 +121,9 @@ def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes
         f"({len(ended) - len(counted)} ended in error), "
         f"{len(records)} reward records = replay {len(expected.records)}; records per cycle "
         f"{[c['figures']['trajectories'] for c in cycles]}; cycle 1's candidate trained on "
-        f"{first.stats['counts'].get('records', 0)} records; recovery: the restart until the "
-        f"demo finished (both cycles)"), capsys)
+        f"{first.stats['counts'].get('records', 0)} records; services restarted by the demo: "
+        f"{output.count('; restarted (restart ')}; recovery: the restart until the demo "
+        f"finished (both cycles)"), capsys)
     assert not short  # every completion the gateway served is on the log
     assert len(ended) == CYCLES * TRAJECTORIES
     assert records == {reward_record_key(r.org_id, r.trajectory_id, r.spec_version): r
