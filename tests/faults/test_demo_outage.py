@@ -95,8 +95,11 @@ def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes
 
     events = [parse_event(r.value) for r in read_topic(demo_settings, "events.raw")]
     copies = Counter(e.event_id for e in events)
-    served = Counter(e.trajectory_id for e in events if isinstance(e, CompletionServed))
-    ended = [e for e in events if isinstance(e, TrajectoryEnded)]
+    # Distinct completions: a copy the gateway's spool sent again is a duplicate, not a turn.
+    served = Counter(trajectory for trajectory, _ in {
+        (e.trajectory_id, e.payload.completion_id) for e in events
+        if isinstance(e, CompletionServed)})
+    ended = list({e.event_id: e for e in events if isinstance(e, TrajectoryEnded)}.values())
     # A trajectory that ended in error took a last turn whose call failed: nothing to count.
     counted = [e for e in ended if e.payload.outcome != "error"]
     short = {e.trajectory_id: (e.payload.turns, served[e.trajectory_id]) for e in counted
