@@ -89,7 +89,8 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
             "--arms", f"production={1 - config.canary_share:g},canary={config.canary_share:g}")
         services.start("worker", "worker", "--commit-interval-s", "0.5", "--datadir",
                        str(run_dir / "worker-state"), "--loglevel", "warning")
-        services.start("monitors-metrics", "monitors", "metrics", "--config", str(monitor_config))
+        services.start("monitors-metrics", "monitors", "metrics", "--config", str(monitor_config),
+                       "--datadir", str(run_dir / "monitors-state"))
         services.start("monitors-detect", "monitors", "detect", "--config", str(monitor_config))
         console = services.start("console", "serve", "console", "--port",
                                  str(config.console_port))

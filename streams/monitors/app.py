@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator, MutableMapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -84,12 +85,14 @@ class PartitionView(MutableMapping[str, Any]):
 
 
 def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memory://",
-               replication: int = 1) -> faust.App:
+               replication: int = 1, datadir: Path | None = None) -> faust.App:
     """``replication``: of the app's own topics (changelogs), the cluster's
-    (``infra.topics.settings_replication``)."""
+    (``infra.topics.settings_replication``); ``datadir``: the worker's local state (faust's
+    default, ``<app id>-data`` in the working directory, when None)."""
     prefix = settings.topic_prefix
+    local: dict[str, Any] = {} if datadir is None else {"datadir": str(datadir)}
     app = faust.App(
-        f"{prefix}rewardstream-monitors", **faust_options(settings), store=store,
+        f"{prefix}rewardstream-monitors", **faust_options(settings), **local, store=store,
         topic_partitions=settings.topic_partitions, topic_replication_factor=replication,
         value_serializer="raw", web_enabled=False,
     )

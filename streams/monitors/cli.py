@@ -43,6 +43,9 @@ def metrics_worker(
     config: Path | None = typer.Option(None, help=_CONFIG_HELP),
     store: str = typer.Option("memory://", help="faust table store, e.g. rocksdb:// in production"),
     loglevel: str = typer.Option("warning", help="faust worker log level"),
+    datadir: Path | None = typer.Option(
+        None, help="Where faust keeps the worker's local state (the tables' RocksDB files with "
+                   "--store rocksdb://); default: <app id>-data in the working directory."),
 ) -> None:
     """Run the faust worker that folds rewards, events.raw and events.deadletter into windows.
 
@@ -57,7 +60,7 @@ def metrics_worker(
 
     settings = load_settings()
     app = create_app(settings, _config(config), store=store,
-                     replication=settings_replication(settings).factor)
+                     replication=settings_replication(settings).factor, datadir=datadir)
     faust.Worker(app, loglevel=loglevel).execute_from_commandline()
 
 

@@ -68,6 +68,8 @@ def test_a_two_cycle_demo_gates_a_candidate_runs_its_canary_and_plots(
     assert [c["decision"] for c in saved] == ["canary", "none"]
     summary = json.loads((config.run_dir / "summary.json").read_text())
     assert summary["promotions"] == (canary.decision == "promoted")
+    assert (config.run_dir / "monitors-state").is_dir()  # not the working directory
+    assert not Path(f"{prefix}rewardstream-monitors-data").exists()
     assert sorted(p.name for p in config.log_dir.iterdir()) == sorted(
         f"{name}.log" for name in ("ingest", "gateway", "worker", "monitors-metrics",
                                    "monitors-detect", "console"))
