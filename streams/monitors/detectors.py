@@ -55,7 +55,10 @@ class TestState:
     null: float = math.nan
 
 
-_RECENT_WINDOWS = 8  # a restarted metrics worker publishes again at most its last fold's
+# A restarted metrics worker publishes its last fold's windows again: one per key and partition,
+# or more when a quiet gap was filled with empty windows; a copy older than this many is
+# folded again.
+_RECENT_WINDOWS = 8
 
 
 @dataclass
