@@ -26,6 +26,7 @@ __all__ = ["Node", "format_storage", "launch", "node_pid", "nodes", "port_open",
            "wait_started", "write_config"]
 
 _STARTED_LINE = "Kafka Server started"
+_PREVIOUS_LOGS = 4
 _SINGLE_TIMING = {"session_timeout_ms": 9000, "heartbeat_ms": 2000}  # Kafka's defaults
 _CLUSTER_TIMING = {"session_timeout_ms": 4000, "heartbeat_ms": 1000}
 
@@ -132,7 +133,18 @@ def format_storage(java: str, classpath: str, node: Node, cluster_id: str,
             f"formatting Kafka storage in {node.logs} failed: {result.stderr.strip()[-300:]}")
 
 
+def _keep_previous_logs(node: Node) -> None:
+    """Shift ``broker.log`` to ``broker.log.1`` (and so on, the oldest dropped): what a node
+    said before a crash is what explains the crash, and its next start must not erase it."""
+    for k in range(_PREVIOUS_LOGS, 0, -1):
+        older = node.log_file.with_name(f"{node.log_file.name}.{k - 1}" if k > 1
+                                        else node.log_file.name)
+        if older.exists():
+            older.replace(node.log_file.with_name(f"{node.log_file.name}.{k}"))
+
+
 def launch(java: str, classpath: str, node: Node, heap_mb: int) -> subprocess.Popen[bytes]:
+    _keep_previous_logs(node)
     with open(node.log_file, "wb") as log:
         proc = subprocess.Popen(
             [java, f"-Xms{heap_mb // 2}m", f"-Xmx{heap_mb}m",

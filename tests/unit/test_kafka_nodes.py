@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infra import broker
-from infra.broker_node import nodes, wait_started, write_config
+from infra.broker_node import launch, nodes, wait_started, write_config
 from infra.errors import BrokerError, ConfigError
 from infra.replication import Replication, replication_for
 from infra.settings import Settings, load_settings
@@ -107,6 +107,18 @@ def test_a_node_that_never_starts_is_stopped_and_its_last_log_lines_quoted(
         wait_started({node: stuck}, timeout_s=1.0)
     assert "Recovering segment 7 of 9000" in str(raised.value)
     assert stuck.wait(timeout=5) == -signal.SIGTERM
+
+
+def test_each_start_keeps_the_logs_of_the_four_before_it(tmp_path: Path) -> None:
+    node = nodes(Settings(kafka_data_dir=tmp_path))[0]
+    tmp_path.mkdir(exist_ok=True)
+    for start in range(6):
+        node.log_file.write_text(f"said during start {start}\n")
+        launch("true", "", node, heap_mb=64).wait(timeout=10)
+    kept = sorted(p.name for p in tmp_path.glob("broker.log*"))
+    assert kept == ["broker.log", "broker.log.1", "broker.log.2", "broker.log.3", "broker.log.4"]
+    assert [node.log_file.with_name(f"broker.log.{k}").read_text() for k in (1, 4)] == [
+        "said during start 5\n", "said during start 2\n"]
 
 
 def test_stopping_a_broker_that_never_ran_leaves_another_process_on_its_port_alone(
