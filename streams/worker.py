@@ -45,6 +45,7 @@ __all__ = [
 log = logging.getLogger("rewardstream.worker")
 
 EXIT_BATCH_FAILED = 70  # EX_SOFTWARE: a checkpoint could not be completed
+_CHANGELOG_VISIBLE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,26 @@ def collect_garbage_rarely() -> None:
     frozen out of collections, and a young collection runs every 50,000 allocations."""
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
+
+
+def _register_store(sdf: Any, timeout_s: float = _CHANGELOG_VISIBLE_S) -> None:
+    """Register the join's state store, whose changelog topic Quix creates and then reads back.
+    In a cluster the node it reads from learns of a new topic a little after the controller
+    made it (sooner on an idle machine), and Quix then says it was not found: the read is
+    repeated until the topic is seen. Nothing is registered before the read, so a repeat is
+    safe; creating it again finds it exists."""
+    from quixstreams.models.topics.exceptions import TopicNotFoundError
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            sdf.register_store()
+            return
+        except TopicNotFoundError as exc:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"{exc} {timeout_s:.0f} s after it was created") from exc
+            log.info("%s yet; reading it again", exc)
+            time.sleep(0.5)
 
 
 def _exit_within(timeout_s: float, code: Callable[[], int]) -> None:
@@ -162,7 +183,7 @@ def build_app(config: WorkerConfig,
     source = app.topic(topic_name(settings.topic_prefix, "events.raw"),
                        key_deserializer="bytes", value_deserializer="bytes")
     sdf = app.dataframe(source)
-    sdf.register_store()
+    _register_store(sdf)
     shell = JoinShell(config.spec, settings.topic_prefix, config.retention_ms,
                       sdf.processing_context, sdf.stream_id, stop_when)
     shell.stop = app.stop
