@@ -36,6 +36,7 @@ from tests.support.gateway_process import (
     wait_drained,
 )
 from tests.support.join_workers import start_worker, stop_workers, wait_for_members
+from tests.support.private_kafka import replication_report
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -69,7 +70,9 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
                 broker.start(cluster)
                 produce(folded, halves[1])
                 time.sleep(AFTER_S)
-            assert tel.close(timeout_s=120)
+            if not tel.close(timeout_s=120):
+                pytest.fail("the SDK's queue did not drain within 120 s of the restart\n"
+                            + replication_report(cluster, ["events.raw"]))
             delivered_s = time.monotonic() - began
             statuses = requests_by_status(server.url)
         gateway_drained_s = wait_drained(gateway) + time.monotonic() - began

@@ -30,6 +30,7 @@ from tests.support.private_kafka import (
     leader_and_isr,
     ports_free,
     private_broker_settings,
+    replication_report,
     wait_in_sync,
     wait_led_without,
 )
@@ -91,7 +92,10 @@ def test_three_nodes_lose_one_under_acks_all_and_lose_nothing(cluster: Settings)
     broker.stop(cluster, node_id=victim, sig=signal.SIGKILL)
     assert _cli(cluster, "kafka", "status", "--brokers", "3").returncode == 3
     failover_s = _produce(producer, topic, range(100, 250))  # no error: two replicas in sync
-    wait_led_without(cluster, "events.raw", victim)
+    leader, in_sync = wait_led_without(cluster, "events.raw", victim)
+    report = replication_report(cluster, ["events.raw"])
+    assert "2 of 3 nodes running" in report and f"leader {leader}, in sync {in_sync}" in report
+    assert f"Fencing broker {victim} because its session has timed out" in report
 
     began = time.monotonic()
     _, launched = broker.start(cluster)  # starts only the node that is down

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import socket
 import time
 from pathlib import Path
@@ -14,11 +15,12 @@ from pathlib import Path
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaConnectionError
 
+from infra import broker
 from infra.settings import Settings
 from schemas.topics import topic_name
 
 __all__ = ["leader_and_isr", "local_broker_env", "ports_free", "private_broker_settings",
-           "wait_in_sync", "wait_led_without"]
+           "replication_report", "wait_in_sync", "wait_led_without"]
 
 
 def ports_free(ports: list[int]) -> bool:
@@ -107,3 +109,27 @@ def wait_in_sync(settings: Settings, name: str, timeout_s: float = 60.0) -> floa
         assert time.monotonic() - began < timeout_s, f"{name} not back in sync"
         time.sleep(0.25)
     return time.monotonic() - began
+
+
+# What a broker log says about fencing and in-sync replicas: why a partition refuses writes.
+_REPLICATION_LINE = re.compile(r"fenc|ISR|alter partition|controlled shutdown|ERROR", re.I)
+
+
+def replication_report(settings: Settings, names: list[str], log_lines: int = 12) -> str:
+    """Which nodes run, the leader and in-sync replicas of partition 0 of each platform topic,
+    and each node's last log lines about fencing and in-sync replicas: printed when a scenario
+    finds the cluster refusing writes, since the next restart shifts those logs away."""
+    lines = [broker.status(settings).describe()]
+    for name in names:
+        try:
+            leader, in_sync = leader_and_isr(settings, name, timeout_s=10.0)
+            lines.append(f"{name}: leader {leader}, in sync {in_sync}")
+        except AssertionError as exc:
+            lines.append(f"{name}: {exc}")
+    for node in broker.status(settings).nodes:
+        said = [line for line in node.log_file.read_text(errors="replace").splitlines()
+                if _REPLICATION_LINE.search(line)]
+        lines.append(f"node {node.node_id} ({node.log_file}), last {log_lines} of {len(said)} "
+                     "lines on fencing and replicas:")
+        lines.extend(f"  {line[:300]}" for line in said[-log_lines:])
+    return "\n".join(lines)
