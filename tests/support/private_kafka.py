@@ -111,11 +111,13 @@ def wait_in_sync(settings: Settings, name: str, timeout_s: float = 60.0) -> floa
     return time.monotonic() - began
 
 
-# What a broker log says about fencing and in-sync replicas: why a partition refuses writes.
-_REPLICATION_LINE = re.compile(r"fenc|ISR|alter partition|controlled shutdown|ERROR", re.I)
+# What a broker log says about fencing, registrations and in-sync replicas: why a partition
+# refuses writes. (Not its ERROR lines: a leader refusing writes logs one per refused batch.)
+_REPLICATION_LINE = re.compile(r"[Ff]enc|ISR|[Aa]lter ?[Pp]artition|controlled shutdown|"
+                               r"stale broker epoch|new incarnation")
 
 
-def replication_report(settings: Settings, names: list[str], log_lines: int = 12) -> str:
+def replication_report(settings: Settings, names: list[str], log_lines: int = 15) -> str:
     """Which nodes run, the leader and in-sync replicas of partition 0 of each platform topic,
     and each node's last log lines about fencing and in-sync replicas: printed when a scenario
     finds the cluster refusing writes, since the next restart shifts those logs away."""
