@@ -96,7 +96,8 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
     metrics = IngestMetrics()
     connection = python_client_options(settings)
     log = EventLog(connection, topic_name(settings.topic_prefix, "events.raw"),
-                   topic_name(settings.topic_prefix, "events.deadletter"))
+                   topic_name(settings.topic_prefix, "events.deadletter"),
+                   on_replaced=metrics.producer_replacements.inc)
     service = IngestService(config, log, metrics)
     state = {"ready": False}
 

@@ -1,16 +1,27 @@
 """The ingest service's Kafka edge: appends with acks=all from an idempotent producer, and the
-read-back of recent ``events.raw`` that rebuilds the dedupe window on start."""
+read-back of recent ``events.raw`` that rebuilds the dedupe window on start.
+
+An idempotent producer numbers its batches per partition, and the leader accepts only the next
+number. aiokafka can skip numbers: a batch that waited longer than its request timeout for a
+partition without a leader (a cluster outage) is failed after it was numbered. From then on the
+leader refuses every batch of that producer on that partition (``OutOfOrderSequenceNumber``),
+for ever. The event log therefore replaces a producer that gets that answer (or
+``UnknownProducerId``) with a new one, which starts its own numbering; the events of the refused
+batches were answered 503 and come back from their senders.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import OutOfOrderSequenceNumber, UnknownProducerId
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 
@@ -20,7 +31,12 @@ from serving.ingest.verdicts import Accepted, Rejected
 
 __all__ = ["EventLog", "read_recent_ids"]
 
+log = logging.getLogger(__name__)
+
 _ID_PREFIX = b'{"event_id":"'
+# Answers after which a producer's numbering is broken for good on a partition.
+_NUMBERING_BROKEN = (OutOfOrderSequenceNumber, UnknownProducerId)
+_OLD_PRODUCER_STOP_S = 30.0
 # The dead-letter copy of an oversize event keeps its head, so it stays under the broker's
 # message size limit while still showing what was sent.
 _DEADLETTER_MAX_BYTES = 256 * 1024
@@ -33,23 +49,29 @@ class EventLog:
     without error, i.e. the broker acknowledged it to all in-sync replicas.
     """
 
-    def __init__(self, connection: dict[str, Any], raw_topic: str,
-                 deadletter_topic: str) -> None:
+    def __init__(self, connection: dict[str, Any], raw_topic: str, deadletter_topic: str,
+                 on_replaced: Callable[[], None] = lambda: None) -> None:
         self.raw_topic = raw_topic
         self.deadletter_topic = deadletter_topic
         self._connection = connection  # infra.kafka_auth.python_client_options
         self._producer: AIOKafkaProducer | None = None
+        self._replacing: asyncio.Task[None] | None = None
+        self._on_replaced = on_replaced  # counts replacements (a metric)
         # The producer's own partitioner: appends pick partitions exactly as send() would.
         self._partitioner = DefaultPartitioner()
 
-    async def start(self) -> None:
-        # aiokafka binds to the running loop, so the producer is made here, not in __init__.
-        self._producer = AIOKafkaProducer(
+    async def _new_producer(self) -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(
             **self._connection, client_id="rewardstream-ingest", partitioner=self._partitioner,
             acks="all", enable_idempotence=True,
             max_batch_size=512 * 1024, max_request_size=2 * 1024 * 1024, linger_ms=2,
         )
-        await self._producer.start()
+        await producer.start()
+        return producer
+
+    async def start(self) -> None:
+        # aiokafka binds to the running loop, so the producer is made here, not in __init__.
+        self._producer = await self._new_producer()
         # Fetch both topics' metadata now, so the first request does not pay for it.
         await self._producer.partitions_for(self.raw_topic)
         await self._producer.partitions_for(self.deadletter_topic)
@@ -58,6 +80,8 @@ class EventLog:
         return set(await self.producer.partitions_for(self.raw_topic))
 
     async def stop(self) -> None:
+        if self._replacing is not None:
+            await self._replacing
         if self._producer is not None:
             await self._producer.stop()
 
@@ -66,6 +90,31 @@ class EventLog:
         if self._producer is None:
             raise RuntimeError("EventLog.start() was not called")
         return self._producer
+
+    def _watch(self, producer: AIOKafkaProducer, future: asyncio.Future) -> None:
+        """Replace ``producer`` once a delivery of its says its numbering is broken."""
+        def check(done: asyncio.Future) -> None:
+            refusal = None if done.cancelled() else done.exception()
+            replacing = self._replacing is not None and not self._replacing.done()
+            if (isinstance(refusal, _NUMBERING_BROKEN) and producer is self._producer
+                    and not replacing):
+                self._replacing = asyncio.ensure_future(self._replace(producer, refusal))
+        future.add_done_callback(check)
+
+    async def _replace(self, old: AIOKafkaProducer, refusal: BaseException) -> None:
+        try:
+            self._producer = await self._new_producer()
+        except Exception as exc:  # noqa: BLE001 - the old one stays; its next refusal retries
+            log.error("ingest could not replace its Kafka producer: %s", exc)
+            return
+        self._on_replaced()
+        log.warning("ingest's Kafka producer was refused with %s: replaced by a new producer; "
+                    "the events it could not deliver were answered 503 and are retried by "
+                    "their senders", type(refusal).__name__)
+        try:  # its undelivered batches fail or wait for ever: give them a bounded time
+            await asyncio.wait_for(old.stop(), _OLD_PRODUCER_STOP_S)
+        except Exception as exc:  # noqa: BLE001 - only its connections are left to close
+            log.warning("the replaced Kafka producer did not stop cleanly: %r", exc)
 
     async def append(self, accepted: Sequence[Accepted], org_id: str,
                      received_ms: int) -> list[asyncio.Future]:
@@ -101,7 +150,9 @@ class EventLog:
 
     async def _send_batch(self, batch: BatchBuilder, partition: int, members: list[int],
                           futures: list[asyncio.Future | None]) -> None:
-        future = await self.producer.send_batch(batch, self.raw_topic, partition=partition)
+        producer = self.producer
+        future = await producer.send_batch(batch, self.raw_topic, partition=partition)
+        self._watch(producer, future)
         for index in members:
             futures[index] = future
 
@@ -109,6 +160,7 @@ class EventLog:
         self, rejected: Sequence[Rejected], key: ApiKey, received_at: datetime,
     ) -> list[asyncio.Future]:
         futures = []
+        producer = self.producer
         for event in rejected:
             headers = [
                 ("reason", event.reason.encode()), ("kind", event.kind.encode()),
@@ -117,10 +169,11 @@ class EventLog:
                 ("api_key", key.name.encode()),
                 ("original_bytes", str(len(event.original)).encode()),
             ]
-            futures.append(await self.producer.send(
+            futures.append(await producer.send(
                 self.deadletter_topic, event.original[:_DEADLETTER_MAX_BYTES], headers=headers,
                 timestamp_ms=int(received_at.timestamp() * 1000),
             ))
+            self._watch(producer, futures[-1])
         return futures
 
 

@@ -28,6 +28,10 @@ class IngestMetrics:
         self.kafka_errors = Counter("rewardstream_ingest_kafka_errors_total",
                                     "Requests answered 503 because Kafka did not acknowledge",
                                     registry=r)
+        self.producer_replacements = Counter(
+            "rewardstream_ingest_producer_replacements_total",
+            "Kafka producers replaced after the leader refused their batch numbering "
+            "(after a cluster outage)", registry=r)
         self.unexpected_errors = Counter(
             "rewardstream_ingest_unexpected_errors_total",
             "Requests answered 400 by the last-resort handler (a bug: see the log)", registry=r)

@@ -9,6 +9,8 @@ import uuid
 from dataclasses import replace
 
 import pytest
+from aiokafka import TopicPartition
+from aiokafka.errors import OutOfOrderSequenceNumber
 from ingest_support import read_topic
 
 from harness.samples import sample_trajectory
@@ -77,3 +79,45 @@ def test_appends_go_where_send_would_put_them_in_order_with_org_and_time(
         by_trajectory.setdefault(record.key, []).append(json.loads(record.value)["event_id"])
     for a_key, ids in by_trajectory.items():
         assert ids == [str(a.event_id) for a in accepted if a.trajectory_id.encode() == a_key]
+
+
+async def _refused_then_replaced(settings: Settings, first: list[Accepted],
+                                 second: list[Accepted]) -> tuple[list[object], int]:
+    """Append ``first``; skip five numbers of the producer's batch numbering, as aiokafka does
+    when it fails a numbered batch that waited too long for a leaderless partition; append
+    ``second`` (refused), then again once the producer was replaced (the senders' retry).
+    What the refused append's futures gave, and how many replacements were counted."""
+    replaced: list[int] = []
+    log = EventLog(python_client_options(settings),
+                   topic_name(settings.topic_prefix, "events.raw"),
+                   topic_name(settings.topic_prefix, "events.deadletter"),
+                   on_replaced=lambda: replaced.append(1))
+    await log.start()
+    try:
+        await asyncio.gather(*await log.append(first, "org-a", RECEIVED_MS))
+        old = log.producer
+        old._txn_manager.increment_sequence_number(TopicPartition(log.raw_topic, 0), 5)
+        refused = await asyncio.gather(*await log.append(second, "org-a", RECEIVED_MS),
+                                       return_exceptions=True)
+        for _ in range(200):
+            if log.producer is not old:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*await log.append(second, "org-a", RECEIVED_MS))
+        return refused, len(replaced)
+    finally:
+        await log.stop()
+
+
+def test_a_producer_whose_batch_numbering_the_leader_refuses_is_replaced(
+        kafka: Settings) -> None:
+    settings = replace(kafka, topic_prefix=f"{kafka.topic_prefix}seq{uuid.uuid4().hex[:6]}.",
+                       topic_partitions=1)
+    create_topics(settings)
+    first, second = _accepted(trajectories=2), _accepted(trajectories=2)
+    refused, replacements = asyncio.run(_refused_then_replaced(settings, first, second))
+    # Left alone, the producer would be refused on this partition for ever.
+    assert refused and all(isinstance(r, OutOfOrderSequenceNumber) for r in refused)
+    assert replacements == 1
+    stored = sorted(r.value for r in read_topic(settings, "events.raw"))
+    assert stored == sorted(a.stored for a in first + second)  # the retry landed, each once
