@@ -26,7 +26,7 @@ from schemas.rewards import reward_record_key
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
 from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report
-from tests.faults.traffic import Load, requests_by_status, statuses_text
+from tests.faults.traffic import Load, ingest_metric, requests_by_status, statuses_text
 from tests.integration.ingest_support import TEST_KEY, free_port, ingest_config, running_server
 from tests.integration.streams_log import produce, replay_topic, wait_for_records
 from tests.support.gateway_process import (
@@ -75,6 +75,8 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
                             + replication_report(cluster, ["events.raw"]))
             delivered_s = time.monotonic() - began
             statuses = requests_by_status(server.url)
+            replaced = ingest_metric(server.url,
+                                     "rewardstream_ingest_producer_replacements_total")
         gateway_drained_s = wait_drained(gateway) + time.monotonic() - began
         stats = tel.stats()
         expected = replay_topic(folded, load_spec())
@@ -90,7 +92,7 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
         "stop all three brokers (kill -9) for 30 s under SDK → ingest traffic, completion "
         "traffic to the gateway and a running reward worker; start them again",
         "pytest tests/faults/test_cluster_stop.py", len(load.ids), check, delivered_s,
-        f"ingest answered {statuses_text(statuses)}; "
+        f"ingest answered {statuses_text(statuses)} and replaced its producer {replaced:g}×; "
         f"SDK retries {stats.retries} ({stats.duplicates} events answered duplicate: taken "
         f"before the 503); worker {len(records)} records = replay "
         f"{len(expected.records)}; the gateway answered {len(traffic.ids)} completions "
