@@ -26,8 +26,14 @@ from schemas.rewards import reward_record_key
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
 from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report
-from tests.faults.traffic import Load, ingest_metric, requests_by_status, statuses_text
-from tests.integration.ingest_support import TEST_KEY, free_port, ingest_config, running_server
+from tests.faults.traffic import Load, requests_by_status, statuses_text
+from tests.integration.ingest_support import (
+    TEST_KEY,
+    free_port,
+    ingest_config,
+    metric,
+    running_server,
+)
 from tests.integration.streams_log import produce, replay_topic, wait_for_records
 from tests.support.gateway_process import (
     CompletionTraffic,
@@ -75,8 +81,7 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
                             + replication_report(cluster, ["events.raw"]))
             delivered_s = time.monotonic() - began
             statuses = requests_by_status(server.url)
-            replaced = ingest_metric(server.url,
-                                     "rewardstream_ingest_producer_replacements_total")
+            replaced = metric(server.url, "rewardstream_ingest_producer_replacements_total")
         gateway_drained_s = wait_drained(gateway) + time.monotonic() - began
         stats = tel.stats()
         expected = replay_topic(folded, load_spec())

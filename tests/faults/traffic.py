@@ -52,14 +52,6 @@ def requests_by_status(url: str) -> dict[str, float]:
     return out
 
 
-def ingest_metric(url: str, name: str) -> float:
-    """An unlabelled metric of ingest's /metrics (0 when it has no sample)."""
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        if line.startswith(f"{name} "):
-            return float(line.split()[-1])
-    return 0.0
-
-
 def statuses_text(statuses: dict[str, float]) -> str:
     """``153×200, 5×503``: requests by status, for a fault row's notes."""
     return ", ".join(f"{n:g}×{s}" for s, n in sorted(statuses.items()))

@@ -121,14 +121,15 @@ def replication_report(settings: Settings, names: list[str], log_lines: int = 15
     """Which nodes run, the leader and in-sync replicas of partition 0 of each platform topic,
     and each node's last log lines about fencing and in-sync replicas: printed when a scenario
     finds the cluster refusing writes, since the next restart shifts those logs away."""
-    lines = [broker.status(settings).describe()]
+    state = broker.status(settings)
+    lines = [state.describe()]
     for name in names:
         try:
             leader, in_sync = leader_and_isr(settings, name, timeout_s=10.0)
             lines.append(f"{name}: leader {leader}, in sync {in_sync}")
         except AssertionError as exc:
             lines.append(f"{name}: {exc}")
-    for node in broker.status(settings).nodes:
+    for node in state.nodes:
         said = [line for line in node.log_file.read_text(errors="replace").splitlines()
                 if _REPLICATION_LINE.search(line)]
         lines.append(f"node {node.node_id} ({node.log_file}), last {log_lines} of {len(said)} "
