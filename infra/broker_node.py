@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from infra.broker_security import argument_file
@@ -136,11 +137,12 @@ def format_storage(java: str, classpath: str, node: Node, cluster_id: str,
 def _keep_previous_logs(node: Node) -> None:
     """Shift ``broker.log`` to ``broker.log.1`` (and so on, the oldest dropped): what a node
     said before a crash is what explains the crash, and its next start must not erase it."""
-    for k in range(_PREVIOUS_LOGS, 0, -1):
-        older = node.log_file.with_name(f"{node.log_file.name}.{k - 1}" if k > 1
-                                        else node.log_file.name)
-        if older.exists():
-            older.replace(node.log_file.with_name(f"{node.log_file.name}.{k}"))
+    name = node.log_file.name
+    kept = [node.log_file] + [node.log_file.with_name(f"{name}.{k}")
+                              for k in range(1, _PREVIOUS_LOGS + 1)]
+    for newer, older in reversed(list(pairwise(kept))):
+        if newer.exists():
+            newer.replace(older)
 
 
 def launch(java: str, classpath: str, node: Node, heap_mb: int) -> subprocess.Popen[bytes]:
