@@ -130,8 +130,9 @@ def _drop_privileges(settings: Settings) -> None:
     _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # /proc/<this>/fd stays closed to the command
 
 
-def _spawn(argv: list[str]) -> int:
-    """Fork and exec the command; raises OSError (from the child's errno) if exec failed."""
+def _spawn(argv: list[str], hidden: tuple[str, ...] = ()) -> int:
+    """Fork and exec the command; raises OSError (from the child's errno) if exec failed.
+    ``hidden``: the directories this jail has covered with its scratch space."""
     errors_r, errors_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
@@ -151,8 +152,30 @@ def _spawn(argv: list[str]) -> int:
     if failed:
         os.waitpid(pid, 0)
         errno = int(failed)
-        raise OSError(errno, f"could not start {argv[0]!r}: {os.strerror(errno)}")
+        raise OSError(errno, f"could not start {argv[0]!r}: {os.strerror(errno)}"
+                             f"{_why_not_reachable(argv[0], hidden)}")
     return pid
+
+
+def _why_not_reachable(program: str, hidden: tuple[str, ...]) -> str:
+    """What keeps this user from ``program``, in words an operator can act on ('' if unclear)."""
+    if not program.startswith("/"):
+        return ""
+    for scratch in hidden:
+        if program.startswith(scratch.rstrip("/") + "/"):
+            return (f" ({program} lies under {scratch}, which the sandbox replaces with its own "
+                    "empty scratch space: install it outside the temporary directories)")
+    directory = "/"
+    for part in program.strip("/").split("/")[:-1]:
+        directory = os.path.join(directory, part)
+        if not os.access(directory, os.X_OK):
+            try:
+                mode = oct(stat.S_IMODE(os.stat(directory).st_mode))
+            except OSError:
+                mode = "unknown"
+            return (f" (uid {os.getuid()} may not enter {directory}, mode {mode}: make it "
+                    f"traversable, e.g. chmod o+x {directory}, or install the program elsewhere)")
+    return ""
 
 
 def _report(fd: int, **values: object) -> None:
@@ -160,13 +183,13 @@ def _report(fd: int, **values: object) -> None:
                          for key, value in values.items()).encode())
 
 
-def _init(argv: list[str], status_w: int) -> None:
+def _init(argv: list[str], status_w: int, hidden: tuple[str, ...]) -> None:
     """PID 1 of the new namespace: run the command, reap orphans, report its status, exit."""
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for signum in (signal.SIGTERM, signal.SIGINT):  # PID 1 ignores what it does not handle
         signal.signal(signum, signal.SIG_DFL)
     try:
-        command = _spawn(argv)
+        command = _spawn(argv, hidden)
     except OSError as exc:
         _report(status_w, error=exc.strerror)
         return
@@ -177,13 +200,13 @@ def _init(argv: list[str], status_w: int) -> None:
             return  # exiting, init leaves the kernel to kill whatever is left in the namespace
 
 
-def _run_isolated(argv: list[str]) -> dict[str, str]:
+def _run_isolated(argv: list[str], hidden: tuple[str, ...]) -> dict[str, str]:
     status_r, status_w = os.pipe()
     init = os.fork()
     if init == 0:
         try:
             os.close(status_r)
-            _init(argv, status_w)
+            _init(argv, status_w, hidden)
         finally:
             os._exit(0)  # never return into the caller's code in this process
     os.close(status_w)
@@ -293,7 +316,7 @@ def main(settings: Settings, argv: list[str]) -> dict[str, str]:
         resource.setrlimit(getattr(resource, name), (value, value))
     if not settings.isolate:
         return _run_unisolated(argv, settings)
-    report = _run_isolated(argv)
+    report = _run_isolated(argv, (settings.scratch_root, *_SCRATCH_DIRS))
     if "wait_status" in report:
         report["disk_full"] = "1" if _disk_full(settings.workdir) else "0"
     return report

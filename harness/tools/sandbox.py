@@ -85,10 +85,14 @@ def _drops_to_nobody() -> bool:
 
 
 def _sandbox_python() -> str:
-    """The interpreter a sandboxed ``python`` means; one ``nobody`` can execute when we drop."""
+    """The interpreter a sandboxed ``python`` means; one ``nobody`` can execute when we drop.
+
+    A virtualenv's ``python`` is a link to its base interpreter, and the sandbox runs Python
+    with ``-S -E`` (no site-packages), so the link is resolved: a virtualenv under ``/tmp``,
+    which the jail replaces with its scratch space, would otherwise vanish before the exec."""
     if not _drops_to_nobody():
-        return sys.executable
-    return shutil.which("python3", path=_SAFE_PATH) or sys.executable
+        return os.path.realpath(sys.executable)
+    return shutil.which("python3", path=_SAFE_PATH) or os.path.realpath(sys.executable)
 
 
 def _argv(command: list[str]) -> list[str]:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from harness.tools.sandbox import (
     run_sandboxed,
 )
 from harness.tools.workspace import Workspace
+from infra.settings import cache_dir
 
 _CHILD = str(Path(__file__).with_name("sandbox_child.py"))
 needs_isolation = pytest.mark.skipif(isolation_problem() is not None,
@@ -65,12 +69,28 @@ def _ended_as_expected(how: str, ok: bool, output: str) -> bool:
     return not ok if how.endswith("timeout") else ok and output == "left one\n"
 
 
-def _as_non_root(scenario: str, *argv: str, env: dict[str, str] | None = None) -> dict:
+def _as_non_root(scenario: str, *argv: str, env: dict[str, str] | None = None,
+                 python: str = sys.executable) -> dict:
     environment = {k: v for k, v in os.environ.items() if k != ALLOW_UNISOLATED_ENV}
-    result = subprocess.run([sys.executable, _CHILD, scenario, *argv], capture_output=True,
+    result = subprocess.run([python, _CHILD, scenario, *argv], capture_output=True,
                             text=True, timeout=240, env={**environment, **(env or {})})
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def _private_virtualenv() -> str:
+    """A virtualenv as the bootstrap lays one out (a link to the base interpreter and a .pth
+    naming the packages), in a mode-700 directory under the temporary directory: where a clone
+    made with ``mktemp -d`` keeps its interpreter, which the jail covers with its scratch."""
+    private = Path(tempfile.mkdtemp(prefix="rs-private-checkout-"))
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+    venv = private / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    (Path(site) / "rewardstream-test.pth").write_text("\n".join(sys.path[1:]) + "\n")
+    return str(venv / "bin" / "python")
 
 
 @needs_isolation
@@ -122,6 +142,49 @@ def test_as_a_non_root_user_the_sandbox_isolates_in_its_own_user_namespace() -> 
     assert seen["error"] == "disk limit reached (16 MiB or 10000 files in all)"
     assert seen["survivors"] == [] and sleepers(token) == []
     assert seen["online_error"] == "network access is disabled in the sandbox"
+
+
+@needs_root
+def test_a_checkout_whose_interpreter_sits_in_a_private_temporary_directory_isolates() -> None:
+    python = _private_virtualenv()
+    try:
+        token = _sleeper_token()
+        seen = _as_non_root("nonroot", env={TOKEN_ENV: token}, python=python)
+        assert seen["euid"] != 0 and seen["problem"] is None and seen["isolated"]
+        assert seen["survivors"] == [] and sleepers(token) == []
+    finally:
+        shutil.rmtree(Path(python).parents[2])
+
+
+@needs_isolation
+def test_a_program_under_the_temporary_directory_is_refused_with_the_reason(
+        workspace: Workspace) -> None:
+    hidden = Path(tempfile.mkdtemp(prefix="rs-hidden-program-"))
+    try:
+        program = hidden / "true"
+        shutil.copy("/bin/true", program)
+        result = run_sandboxed(workspace, [str(program)])
+    finally:
+        shutil.rmtree(hidden)
+    assert result.returncode is None and result.error is not None
+    assert f"could not start '{program}'" in result.error
+    assert "which the sandbox replaces with its own empty scratch space" in result.error
+
+
+@needs_isolation
+@needs_root
+def test_a_program_the_sandbox_user_may_not_reach_is_refused_naming_the_directory(
+        workspace: Workspace) -> None:
+    private = Path(tempfile.mkdtemp(prefix="rs-unreachable-", dir=cache_dir()))
+    try:
+        program = private / "true"
+        shutil.copy("/bin/true", program)
+        result = run_sandboxed(workspace, [str(program)])
+    finally:
+        shutil.rmtree(private)
+    blocked = next(str(p) for p in reversed(program.parents) if not os.stat(p).st_mode & 0o001)
+    assert result.error is not None and "Permission denied" in result.error
+    assert f"uid 65534 may not enter {blocked}, mode 0o" in result.error
 
 
 @needs_root
