@@ -63,8 +63,8 @@ def _or_unauthorized(settings: Settings) -> str:
     auth = settings.kafka_auth
     if not auth.sasl:
         return ""
-    return (f", or Kafka user {auth.username!r} may not read it (README: Kafka principals "
-            "and ACLs)")
+    return (f", or Kafka user {auth.username!r} may not read it (docs/security.md: Kafka "
+            "principals and ACLs)")
 
 
 class TopicReader:

@@ -39,7 +39,8 @@ def _settings(brokers: int | None) -> Settings:
 
 topics_app = typer.Typer(help="Create and inspect the platform's topics.", no_args_is_help=True)
 principals_app = typer.Typer(
-    help="One Kafka user per service with the ACLs of its row in the README's principals table.",
+    help="One Kafka user per service with the ACLs of its row in the principals table "
+         "(docs/security.md).",
     no_args_is_help=True,
 )
 

@@ -2,8 +2,8 @@
 consumer groups it joins and the internal topics it owns.
 
 This table is the one source: ``rewardstream kafka principals create`` makes its ACLs, the
-README's "Kafka principals and ACLs" table is checked against it, and docker-compose.yml gives
-each service the user named here. Anything not granted is refused
+"Kafka principals and ACLs" table of docs/security.md is checked against it, and
+docker-compose.yml gives each service the user named here. Anything not granted is refused
 (``allow.everyone.if.no.acl.found=false``); ``admin`` is the only super user.
 """
 
