@@ -1,12 +1,12 @@
 """OTLP/HTTP bodies: an ``ExportTraceServiceRequest`` from protobuf or OTLP/JSON (identity,
 gzip or zstd, within the batch caps), and answers in the encoding the request used.
 
-Parsing builds every message of the request at once, and an empty message costs about 170
-bytes of memory for 2 bytes sent: 8 MB of empty spans parsed into 700 MB, and the same in JSON
-took 45 s. So the messages a body holds are counted before it is parsed: in protobuf by walking
-the wire format with the official message descriptors (nothing is built), in JSON by counting
-the objects and arrays outside strings. OTLP/JSON differs from protobuf's JSON mapping in one
-way that matters here: trace and span ids are hex, not base64.
+Parsing builds every message of the request at once, and an empty message costs far more
+memory and time than the few bytes it is sent in (measured in
+docs/ingest-and-sdks.md#answers-and-limits). So the messages a body holds are counted before it
+is parsed: in protobuf by walking the wire format with the official message descriptors (nothing
+is built), in JSON by counting the objects and arrays outside strings. OTLP/JSON differs from
+protobuf's JSON mapping in one way that matters here: trace and span ids are hex, not base64.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ __all__ = ["JSON", "PROTOBUF", "decode_request", "encode", "media_type"]
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 # A legitimate export of 512 spans with 20 attributes each holds about 25,000 messages.
-MAX_PROTOBUF_MESSAGES = 500_000  # at most ~85 MB parsed
-MAX_JSON_CONTAINERS = 100_000  # protobuf's JSON parser takes ~15 µs a message: at most ~1.5 s
+# What the two bounds below cost at most, in memory and in time: the docs page above.
+MAX_PROTOBUF_MESSAGES = 500_000
+MAX_JSON_CONTAINERS = 100_000
 MAX_JSON_DEPTH = 64  # each nested attribute value takes three levels
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 

@@ -159,7 +159,7 @@ def test_the_largest_valid_event_fits_the_event_cap_and_a_broker_record() -> Non
 
 
 def _renderings(value: object) -> set[str]:
-    """How the README may write a bound: 86,400,000; 1 MiB; 30 days; 2000-01-01."""
+    """How the docs may write a bound: 86,400,000; 1 MiB; 30 days; 2000-01-01."""
     if isinstance(value, datetime):
         return {f"{value:%Y-%m-%d}"}
     number = float(value)  # type: ignore[arg-type]
@@ -175,14 +175,14 @@ def _renderings(value: object) -> set[str]:
     return found
 
 
-def test_the_readme_states_every_bound_with_the_same_number() -> None:
+def test_the_docs_state_every_bound_with_the_same_number() -> None:
     from dataclasses import fields
 
     from serving.ingest.config import IngestConfig
     from serving.ingest.limits import Caps
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("### Bad input", 1)[1]
+    page = (Path(__file__).parents[2] / "docs" / "ingest-and-sdks.md").read_text()
+    section = page.split("\n## Bad input\n", 1)[1]
     table = next(block for block in section.split("\n\n") if block.startswith("| what |"))
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     settings = {f"_{f.name.upper()}": f.default for f in fields(Caps)}
