@@ -11,8 +11,8 @@ its A/B (``abreport``) passes when, in this order:
    tolerance on the worse side (a relative change past ``guardrail_relative_tolerance``, or, for
    a rate that rises from 0 and so is a difference, past ``guardrail_difference_tolerance``).
    A zero tolerance would let any significant drift veto: a candidate that mends a production
-   which made no tool calls at all (and so broke none) was refused for a broken-call rate of
-   +0.06 [+0.009, +0.11] while its reward was +1.05 [+0.76, +1.35] better.
+   which made no tool calls at all (and so broke none) was refused for its broken calls while
+   its reward was far better (docs/trainer-and-release.md#the-canary-ab).
 
 Latency is reported but not a guardrail by default: the canary's latency is the serving stack's
 as much as the candidate's (on the torch engine two live adapters are each merged into their own
