@@ -2,13 +2,12 @@
 
 A live adapter is served **merged**: a copy of the base model with ``W + scale * B @ A`` folded
 into every weight the adapter touches, so a token costs exactly a base-model forward pass (peft's
-unmerged layers add two small matmuls and Python dispatch per targeted module per token, which
-on a small model is 13-73% of the step, and 38-48% with two adapters live). The copy shares every
-tensor the adapter leaves unchanged with the base (embeddings, norms, untargeted layers) and owns
-the rest: for the demo's targets (every projection and the output head) that is one more copy of
-the weights, e.g. +513 MB for SmolLM2-135M in float32 (+51 MB for an adapter on the q/v
-projections only). A tied output head is untied in the copy first, so merging into the head
-never changes the input embeddings.
+unmerged layers add two small matmuls and Python dispatch per targeted module per token; what
+that costs is measured in docs/benchmarks.md#serving). The copy shares every tensor the adapter
+leaves unchanged with the base (embeddings, norms, untargeted layers) and owns the rest: for the
+demo's targets (every projection and the output head) that is one more copy of the weights
+(sizes measured in docs/gateway.md#the-torch-engine). A tied output head is untied in the copy
+first, so merging into the head never changes the input embeddings.
 
 Up to ``merged_limit`` adapters are merged at once, each in its own copy (two by default: the
 production and canary arms of an A/B test, or the moment of a promotion between loading the new
