@@ -58,25 +58,23 @@ class DemoConfig:
     # serving temperature with fixed seeds, so candidate and incumbent draw alike and differ on
     # a task only where their distributions do; greedy evals of this policy sit on a knife edge
     # (its fix choices are far from certain), where any update flips many tasks both ways.
-    # At 24 tasks a family's 95% interval spans about ±0.2 for a candidate of the same quality,
-    # so the margin is 0.3: wide, but a collapse (a family losing a third of its solves) fails.
+    # The margin is wide for this many tasks, but a collapse (a family losing a third of its
+    # solves) fails: the interval's measured width is in docs/trainer-and-release.md#the-gate.
     eval_per_family: int = 24
     gate_margin: float = 0.3
     # A candidate that passes on solve rate but breaks tool calls on more held-out tasks is the
     # regression the canary's critical broken-call alert otherwise catches in front of users
-    # (seed 0, cycle 5: a broken call in 0.48 of the canary's trajectories, production's 0.16).
-    # The gate fails it when that share is surely up by more than this.
+    # (the run that showed it: docs/trainer-and-release.md#the-gate). The gate fails it when
+    # that share is surely up by more than this.
     gate_broken_call_tolerance: float = 0.05
     # Canary: a candidate that passes the gate serves this share of the next cycle's users
     # (sticky by user) beside production, and is promoted only if that A/B passes
     # (streams.monitors.abrule): no sample-ratio mismatch, a reward difference whose 95% lower
     # bound is above −ab_margin, no guardrail worse beyond its tolerance. Half the users, because
     # at 160 trajectories a cycle a smaller arm could rule out only losses larger than any seen.
-    # At 80 per arm the raw reward difference's interval spans about ±0.45 (a trajectory's
-    # reward has a standard deviation of about 1.4); adjusted for each task's reward in the
-    # previous cycle (CUPED, harness.demo.cycles) about ±0.3 (35–76% of its variance removed in
-    # the runs measured), so a candidate as good as production clears a margin of 0.5 about nine
-    # times in ten, and one that lost 0.5 is stopped 39 times in 40.
+    # The reward difference is adjusted for each task's reward in the previous cycle (CUPED,
+    # harness.demo.cycles); how wide its interval is with and without that, and why the margin
+    # is 0.5: docs/trainer-and-release.md#choosing-the-margin.
     canary_share: float = 0.5
     ab_margin: float = 0.5
     seed: int = 0
