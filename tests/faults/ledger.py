@@ -3,7 +3,7 @@
 Every scenario counts what its clients were told was accepted, reads the log back once the
 fault is over, and reports lost (accepted, not on the log), duplicated (copies beyond the
 first) and unexpected (on the log, never accepted) records, with how long recovery took. The
-rows are the README's Reliability table.
+rows are the table in docs/reliability.md.
 """
 
 from __future__ import annotations
