@@ -95,8 +95,9 @@ def collect_garbage_rarely() -> None:
     """Tune the garbage collector for the join: it allocates many short-lived objects per
     event (parsed events, facts) while the process holds many long-lived ones (open
     trajectories, the Kafka clients' and Quix's own), and with Python's default thresholds
-    full collections took ~15% of the worker's time here. Objects made before processing are
-    frozen out of collections, and a young collection runs every 50,000 allocations."""
+    full collections took a large share of the worker's time (docs/benchmarks.md#reward-join).
+    Objects made before processing are frozen out of collections, and a young collection runs
+    every 50,000 allocations."""
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
 
