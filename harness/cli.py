@@ -1,4 +1,4 @@
-"""``rewardstream demo``: the README's main command."""
+"""``rewardstream demo``: the main command of ``bash infra/bootstrap.sh demo`` (docs/demo.md)."""
 
 from __future__ import annotations
 
