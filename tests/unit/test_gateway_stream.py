@@ -97,3 +97,7 @@ def test_metadata_from_headers_body_and_user_field() -> None:
         extract_metadata({"x-rewardstream-trajectory-id": "x" * 200}, {})
     with pytest.raises(RequestMetadataError, match="metadata must be"):
         extract_metadata({}, {"metadata": "t1"})
+    with pytest.raises(RequestMetadataError, match="trajectory_id .* control character U\\+0000"):
+        extract_metadata({}, {"metadata": {"trajectory_id": "t\x00"}})
+    with pytest.raises(RequestMetadataError, match="user .* control character U\\+0085"):
+        extract_metadata({"x-rewardstream-user": "a\x85"}, {})
