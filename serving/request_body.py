@@ -15,8 +15,8 @@ from starlette.requests import Request
 from schemas.errors import RewardstreamError
 from serving.jsonscan import DEFAULT_MAX_DEPTH, MalformedJson, load_object
 
-__all__ = ["BODY_ERRORS", "BodyTooLarge", "UnsupportedMediaType", "json_object",
-           "openapi_document", "read_capped", "validation_message"]
+__all__ = ["BODY_ERRORS", "BodyTooLarge", "UnsupportedMediaType", "invalid_field",
+           "json_object", "openapi_document", "read_capped", "validation_message"]
 
 
 class BodyTooLarge(RewardstreamError):
@@ -69,15 +69,20 @@ async def json_object(request: Request, max_bytes: int,
     return load_object(body, max_depth)
 
 
-def validation_message(errors: Sequence[Any]) -> str:
-    """The first of FastAPI's request validation errors as ``field: problem``, without echoing
-    the input (which may be a float JSON cannot write, like the inf that 1e999 parses to)."""
+def invalid_field(errors: Sequence[Any]) -> tuple[str | None, str]:
+    """(field path, problem) of the first of pydantic's validation errors, without echoing the
+    input (which may be a float JSON cannot write, like the inf that 1e999 parses to)."""
     if not errors:
-        return "the request is invalid"
+        return None, "the request is invalid"
     first = errors[0]
     where = [str(part) for part in first.get("loc", ()) if part != "body"]
-    field = ".".join(where)[:200] or "(body)"
-    return f"{field}: {first.get('msg', 'invalid')}"
+    return ".".join(where)[:200] or None, str(first.get("msg", "invalid"))
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """The first of FastAPI's request validation errors as ``field: problem``."""
+    field, problem = invalid_field(errors)
+    return f"{field or '(body)'}: {problem}" if errors else problem
 
 
 def openapi_document(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> dict[str, Any]:
