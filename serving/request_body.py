@@ -4,6 +4,7 @@ APIs) parsed as one bounded JSON object, so a malformed request gets a 4xx namin
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
@@ -31,6 +32,8 @@ class UnsupportedMediaType(RewardstreamError):
     status_code = 415
 
 
+# How pydantic names a union's member in an error's location: a type, not a field.
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|constrained-\w+|[\w-]+\[.*\])$")
 # What json_object raises; each has the HTTP ``status_code`` to answer with.
 BODY_ERRORS = (MalformedJson, BodyTooLarge, UnsupportedMediaType)
 
@@ -71,11 +74,13 @@ async def json_object(request: Request, max_bytes: int,
 
 def invalid_field(errors: Sequence[Any]) -> tuple[str | None, str]:
     """(field path, problem) of the first of pydantic's validation errors, without echoing the
-    input (which may be a float JSON cannot write, like the inf that 1e999 parses to)."""
+    input (which may be a float JSON cannot write, like the inf that 1e999 parses to), and
+    without the names pydantic gives the members of a union (``content.str``)."""
     if not errors:
         return None, "the request is invalid"
     first = errors[0]
-    where = [str(part) for part in first.get("loc", ()) if part != "body"]
+    where = [str(part) for part in first.get("loc", ())
+             if part != "body" and not (isinstance(part, str) and _UNION_MEMBER.match(part))]
     return ".".join(where)[:200] or None, str(first.get("msg", "invalid"))
 
 
