@@ -9,7 +9,8 @@ exports as ``additionalProperties: false``.
 Every field is bounded (``schemas.bounds``): numbers are finite and inside a stated range,
 strings and arrays have a maximum length, timestamps lie in a sanity range. Version 2 added
 those bounds to the fields of version 1; clients built against either may send their number in
-``schema_version`` and are validated against the current bounds.
+``schema_version`` and are validated against the current bounds. Version 3 added ``producer``;
+version 4 is this round's: optional fields and enum values that older readers skip.
 
 Type names are stable strings (``edit.persistence``), never Python import paths.
 """
@@ -65,8 +66,8 @@ __all__ = [
     "with_ingest_fields",
 ]
 
-SCHEMA_VERSION = 3  # what ingest validates against and stores
-SCHEMA_VERSIONS = (1, 2, 3)  # what clients may name in ``schema_version``
+SCHEMA_VERSION = 4  # what ingest validates against and stores
+SCHEMA_VERSIONS = (1, 2, 3, 4)  # what clients may name in ``schema_version``
 GATEWAY_PRODUCER = "gateway"  # the producer the gateway stamps on the events it writes
 
 
@@ -181,7 +182,7 @@ class TrajectoryEndedPayload(_Strict):
 
 class _Envelope(_Strict):
     event_id: UUID
-    schema_version: Literal[1, 2, 3] = 3  # SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = 4  # SCHEMA_VERSION
     trajectory_id: Identifier
     session_id: Identifier
     org_id: Identifier | None = None  # set from the API key at ingest, never trusted from a client
