@@ -10,7 +10,8 @@ Every field is bounded (``schemas.bounds``): numbers are finite and inside a sta
 strings and arrays have a maximum length, timestamps lie in a sanity range. Version 2 added
 those bounds to the fields of version 1; clients built against either may send their number in
 ``schema_version`` and are validated against the current bounds. Version 3 added ``producer``;
-version 4 is this round's: optional fields and enum values that older readers skip.
+version 4 lets ``completion.served`` keep the backend's own finish reason (``tool_calls``,
+``content_filter``).
 
 Type names are stable strings (``edit.persistence``), never Python import paths.
 """
@@ -18,7 +19,7 @@ Type names are stable strings (``edit.persistence``), never Python import paths.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 from uuid import UUID
 
 from pydantic import (
@@ -38,6 +39,7 @@ from schemas.ids import is_uuid7
 __all__ = [
     "EVENT_MODELS",
     "EVENT_TYPES",
+    "FINISH_REASONS",
     "SCHEMA_VERSION",
     "SCHEMA_VERSIONS",
     "ClarificationAsked",
@@ -52,6 +54,7 @@ __all__ = [
     "EditProposedPayload",
     "Event",
     "EventAdapter",
+    "FinishReason",
     "GATEWAY_PRODUCER",
     "FollowupSent",
     "FollowupSentPayload",
@@ -102,6 +105,9 @@ class SamplingParams(_Strict):
     seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
 
 
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
+FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
+
 class CompletionServedPayload(_Strict):
     completion_id: Identifier
     model: Identifier
@@ -112,7 +118,9 @@ class CompletionServedPayload(_Strict):
     sampling: SamplingParams = SamplingParams()
     ttft_ms: Milliseconds
     latency_ms: Milliseconds
-    finish_reason: Literal["stop", "length", "abort", "error"] = "stop"
+    # The backend's own reason (OpenAI's), else the gateway's: "abort" when the client went away
+    # or the stream was cut short, "error" when the backend failed mid-reply.
+    finish_reason: FinishReason = "stop"
 
     @model_validator(mode="after")
     def _one_logprob_per_token(self) -> CompletionServedPayload:

@@ -15,7 +15,7 @@ export interface CompletionServedPayload {
   behaviour_logprobs: number[];
   completion_id: string;
   completion_token_ids: number[];
-  finish_reason?: "stop" | "length" | "abort" | "error";
+  finish_reason?: "stop" | "length" | "tool_calls" | "content_filter" | "abort" | "error";
   latency_ms: number;
   model: string;
   prompt_token_ids: number[];
@@ -484,6 +484,8 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
             "enum": [
               "stop",
               "length",
+              "tool_calls",
+              "content_filter",
               "abort",
               "error"
             ],
