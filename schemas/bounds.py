@@ -40,6 +40,7 @@ __all__ = [
     "TOKEN_ID_BOUND",
     "TOOL_NAME_MAX_CHARS",
     "USER_MAX_CHARS",
+    "control_character_problem",
     "org_id_problem",
 ]
 
@@ -52,6 +53,9 @@ _ORG_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{ORG_ID_MAX_CHARS - 1}}}")
 USER_MAX_CHARS = 256
 TOOL_NAME_MAX_CHARS = 64
 PATH_MAX_CHARS = 1024
+# Ids, names and paths become Kafka keys, reward keys, file names and log lines: a control
+# character (C0, DEL, C1: a NUL, a newline, an escape sequence) has no place in any of them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 # Numbers.
 MAX_DURATION_MS = 86_400_000.0  # ttft_ms, latency_ms, duration_ms: one day
@@ -79,3 +83,12 @@ def org_id_problem(org_id: str) -> str | None:
         return None
     return (f"{org_id[:80]!r} is not an org id: 1 to {ORG_ID_MAX_CHARS} letters, digits, '.', "
             "'_' or '-', starting with a letter or digit")
+
+
+def control_character_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an id or name (it holds a control character), or None."""
+    found = _CONTROL.search(text)
+    if found is None:
+        return None
+    return (f"contains the control character U+{ord(found.group()):04X} at index "
+            f"{found.start()}; ids and names must be printable")

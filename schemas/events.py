@@ -9,7 +9,9 @@ exports as ``additionalProperties: false``.
 Every field is bounded (``schemas.bounds``): numbers are finite and inside a stated range,
 strings and arrays have a maximum length, timestamps lie in a sanity range. Version 2 added
 those bounds to the fields of version 1; clients built against either may send their number in
-``schema_version`` and are validated against the current bounds.
+``schema_version`` and are validated against the current bounds. Version 3 added ``producer``;
+version 4 lets ``completion.served`` keep the backend's own finish reason (``tool_calls``,
+``content_filter``).
 
 Type names are stable strings (``edit.persistence``), never Python import paths.
 """
@@ -17,7 +19,7 @@ Type names are stable strings (``edit.persistence``), never Python import paths.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 from uuid import UUID
 
 from pydantic import (
@@ -37,6 +39,7 @@ from schemas.ids import is_uuid7
 __all__ = [
     "EVENT_MODELS",
     "EVENT_TYPES",
+    "FINISH_REASONS",
     "SCHEMA_VERSION",
     "SCHEMA_VERSIONS",
     "ClarificationAsked",
@@ -51,6 +54,7 @@ __all__ = [
     "EditProposedPayload",
     "Event",
     "EventAdapter",
+    "FinishReason",
     "GATEWAY_PRODUCER",
     "FollowupSent",
     "FollowupSentPayload",
@@ -65,8 +69,8 @@ __all__ = [
     "with_ingest_fields",
 ]
 
-SCHEMA_VERSION = 3  # what ingest validates against and stores
-SCHEMA_VERSIONS = (1, 2, 3)  # what clients may name in ``schema_version``
+SCHEMA_VERSION = 4  # what ingest validates against and stores
+SCHEMA_VERSIONS = (1, 2, 3, 4)  # what clients may name in ``schema_version``
 GATEWAY_PRODUCER = "gateway"  # the producer the gateway stamps on the events it writes
 
 
@@ -101,6 +105,9 @@ class SamplingParams(_Strict):
     seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
 
 
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
+FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
+
 class CompletionServedPayload(_Strict):
     completion_id: Identifier
     model: Identifier
@@ -111,7 +118,9 @@ class CompletionServedPayload(_Strict):
     sampling: SamplingParams = SamplingParams()
     ttft_ms: Milliseconds
     latency_ms: Milliseconds
-    finish_reason: Literal["stop", "length", "abort", "error"] = "stop"
+    # The backend's own reason (OpenAI's), else the gateway's: "abort" when the client went away
+    # or the stream was cut short, "error" when the backend failed mid-reply.
+    finish_reason: FinishReason = "stop"
 
     @model_validator(mode="after")
     def _one_logprob_per_token(self) -> CompletionServedPayload:
@@ -181,7 +190,7 @@ class TrajectoryEndedPayload(_Strict):
 
 class _Envelope(_Strict):
     event_id: UUID
-    schema_version: Literal[1, 2, 3] = 3  # SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = 4  # SCHEMA_VERSION
     trajectory_id: Identifier
     session_id: Identifier
     org_id: Identifier | None = None  # set from the API key at ingest, never trusted from a client

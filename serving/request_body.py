@@ -4,6 +4,7 @@ APIs) parsed as one bounded JSON object, so a malformed request gets a 4xx namin
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterable, Sequence
 from typing import Any
 
@@ -15,8 +16,8 @@ from starlette.requests import Request
 from schemas.errors import RewardstreamError
 from serving.jsonscan import DEFAULT_MAX_DEPTH, MalformedJson, load_object
 
-__all__ = ["BODY_ERRORS", "BodyTooLarge", "UnsupportedMediaType", "json_object",
-           "openapi_document", "read_capped", "validation_message"]
+__all__ = ["BODY_ERRORS", "BodyTooLarge", "UnsupportedMediaType", "invalid_field",
+           "json_object", "openapi_document", "read_capped", "validation_message"]
 
 
 class BodyTooLarge(RewardstreamError):
@@ -31,6 +32,8 @@ class UnsupportedMediaType(RewardstreamError):
     status_code = 415
 
 
+# How pydantic names a union's member in an error's location: a type, not a field.
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|constrained-\w+|[\w-]+\[.*\])$")
 # What json_object raises; each has the HTTP ``status_code`` to answer with.
 BODY_ERRORS = (MalformedJson, BodyTooLarge, UnsupportedMediaType)
 
@@ -69,15 +72,22 @@ async def json_object(request: Request, max_bytes: int,
     return load_object(body, max_depth)
 
 
-def validation_message(errors: Sequence[Any]) -> str:
-    """The first of FastAPI's request validation errors as ``field: problem``, without echoing
-    the input (which may be a float JSON cannot write, like the inf that 1e999 parses to)."""
+def invalid_field(errors: Sequence[Any]) -> tuple[str | None, str]:
+    """(field path, problem) of the first of pydantic's validation errors, without echoing the
+    input (which may be a float JSON cannot write, like the inf that 1e999 parses to), and
+    without the names pydantic gives the members of a union (``content.str``)."""
     if not errors:
-        return "the request is invalid"
+        return None, "the request is invalid"
     first = errors[0]
-    where = [str(part) for part in first.get("loc", ()) if part != "body"]
-    field = ".".join(where)[:200] or "(body)"
-    return f"{field}: {first.get('msg', 'invalid')}"
+    where = [str(part) for part in first.get("loc", ())
+             if part != "body" and not (isinstance(part, str) and _UNION_MEMBER.match(part))]
+    return ".".join(where)[:200] or None, str(first.get("msg", "invalid"))
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """The first of FastAPI's request validation errors as ``field: problem``."""
+    field, problem = invalid_field(errors)
+    return f"{field or '(body)'}: {problem}" if errors else problem
 
 
 def openapi_document(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from harness.instrument import TrajectoryContext
 from harness.tools.calls import ServerVerdict
+from schemas.events import FinishReason
 from schemas.toolcalls import write_tool_calls
 
 __all__ = ["TRANSCRIPT_TEMPLATE", "Completion", "Message", "Policy", "render_prompt",
@@ -81,7 +82,7 @@ class Completion:
     logprobs: list[float] = field(default_factory=list)  # behaviour logprobs, one per token
     latency_ms: float = 0.0
     ttft_ms: float = 0.0
-    finish_reason: Literal["stop", "length", "abort", "error"] = "stop"
+    finish_reason: FinishReason = "stop"
     temperature: float = 1.0
     tool_calls: tuple[Mapping[str, Any], ...] = ()  # OpenAI tool calls the endpoint parsed
     # The gateway's broken-call verdicts (it recorded those calls); None: nobody judged them.

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from harness.errors import PolicyError
 from harness.instrument import TrajectoryContext
 from harness.policy.base import Completion, Message
 from harness.tools.builtin import tool_definitions
 from harness.tools.calls import ServerVerdict
+from schemas.events import FINISH_REASONS, FinishReason
 
 __all__ = ["HttpPolicy", "parse_chat_response"]
 
@@ -56,7 +57,8 @@ def parse_chat_response(body: dict[str, Any], headers: dict[str, str],
         prompt_token_ids=list(body.get("prompt_token_ids") or []),
         token_ids=list(choice.get("token_ids") or []),
         logprobs=[min(float(lp), 0.0) for lp in logprobs if lp is not None],
-        latency_ms=latency_ms, finish_reason="stop" if finish == "tool_calls" else finish,
+        latency_ms=latency_ms,
+        finish_reason=cast(FinishReason, finish if finish in FINISH_REASONS else "stop"),
         temperature=temperature, tool_calls=tuple(message.get("tool_calls") or ()),
         verdicts=_verdicts(body),
     )

@@ -1,14 +1,15 @@
 """The torch engine's HTTP API: the subset of vLLM's OpenAI-compatible server the gateway uses,
 in the same shapes (``/v1/completions``, ``/v1/chat/completions`` with SSE streaming,
-``return_token_ids``, logprobs, ``tools``/``tool_choice``/``parallel_tool_calls`` with
-``tool_calls`` in replies and stream deltas, ``/v1/models``, ``/v1/load_lora_adapter``,
-``/v1/unload_lora_adapter``), so one client serves both backends. How tools reach the prompt and
-how calls are read back: ``serving.engine.chat`` and ``serving.engine.toolstream``."""
+``return_token_ids``, logprobs, stop sequences, penalties and ``logit_bias``,
+``tools``/``tool_choice``/``parallel_tool_calls`` with ``tool_calls`` in replies and stream
+deltas, ``/v1/models``, ``/v1/load_lora_adapter``, ``/v1/unload_lora_adapter``), so one client
+serves both backends; refusals are OpenAI's error shape. How tools reach the prompt and how
+calls are read back: ``serving.engine.chat`` and ``serving.engine.toolstream``; which
+parameters work: ``serving.engine.protocol``."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -22,63 +23,33 @@ from schemas.tooldefs import ToolRequestError, parse_tool_request
 from serving.engine.chat import render_chat, renders_tools
 from serving.engine.errors import AdapterNotFound, EngineError, UnsupportedRequest
 from serving.engine.generator import GenerationRequest, StepOutput, TorchGenerator
+from serving.engine.pieces import reply_pieces
 from serving.engine.protocol import (
     DEFAULT_CHAT_TEMPLATE,
     ChatRequest,
     CompletionRequest,
-    IncrementalText,
     LoraRequest,
     chat_logprobs,
     completion_logprobs,
     usage,
 )
 from serving.engine.toolstream import ToolCallReader, tool_call_deltas
-from serving.request_body import (
-    BODY_ERRORS,
-    json_object,
-    openapi_document,
-    validation_message,
+from serving.openai_errors import (
+    INVALID_REQUEST,
+    InvalidRequest,
+    error_body,
+    from_validation_errors,
+    tool_request_param,
 )
+from serving.request_body import BODY_ERRORS, json_object, openapi_document
 from serving.sse import sse_data, sse_done
 
 __all__ = ["create_engine_app"]
 
-_END = object()
 _MAX_REQUEST_BYTES = 8 << 20
 _BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
            "/v1/load_lora_adapter": LoraRequest, "/v1/unload_lora_adapter": LoraRequest}
 _Request = TypeVar("_Request", CompletionRequest, ChatRequest, LoraRequest)
-
-
-def _error_body(exc: EngineError) -> dict[str, Any]:
-    kind = "NotFoundError" if isinstance(exc, AdapterNotFound) else "BadRequestError"
-    return {"error": {"message": str(exc), "type": kind, "code": exc.status_code}}
-
-
-async def _steps(engine: TorchGenerator, request: GenerationRequest) -> AsyncIterator[StepOutput]:
-    """The generator's steps, produced in a worker thread and handed over as they come."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    cancelled = threading.Event()
-
-    def work() -> None:
-        try:
-            for step in engine.generate(request, cancelled):
-                loop.call_soon_threadsafe(queue.put_nowait, step)
-        except Exception as exc:  # handed to the consumer, which raises it in the request
-            loop.call_soon_threadsafe(queue.put_nowait, exc)
-        finally:
-            loop.call_soon_threadsafe(queue.put_nowait, _END)
-
-    worker = loop.run_in_executor(None, work)
-    try:
-        while (item := await queue.get()) is not _END:
-            if isinstance(item, Exception):
-                raise item
-            yield item
-    finally:
-        cancelled.set()  # a disconnected client stops its generation at the next step
-        await asyncio.shield(worker)
 
 
 class _Engine:
@@ -105,7 +76,7 @@ class _Engine:
             tools = parse_tool_request(body.model_dump(include={
                 "tools", "tool_choice", "parallel_tool_calls"}))
         except ToolRequestError as exc:
-            raise UnsupportedRequest(str(exc)) from None
+            raise UnsupportedRequest(str(exc), tool_request_param(str(exc))) from None
         messages = [m.model_dump(exclude_none=True) for m in body.messages]
         rendered = render_chat(self.tokenizer, self.chat_template, self.native_tools,
                                messages, tools, self.tool_call_parser)
@@ -132,6 +103,8 @@ class _Engine:
             prompt_ids=prompt_ids, max_tokens=max_tokens, temperature=body.temperature,
             top_k=body.top_k, top_p=body.top_p, seed=body.seed, ignore_eos=body.ignore_eos,
             adapter=None if body.model == self.name else body.model, top_logprobs=top,
+            presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty,
+            logit_bias=body.token_biases,
         )
         self.engine.check(request)
         return request, syntax
@@ -164,7 +137,7 @@ class _Engine:
         head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", "created":
                 int(time.time()), "model": body.model,
                 "object": "chat.completion.chunk" if chat else "text_completion"}
-        decoded, produced, first = IncrementalText(self.tokenizer), 0, True
+        produced, first, visible = 0, True, ""
         reader = ToolCallReader(syntax) if syntax else None
         finish: str | None = None
         try:
@@ -175,19 +148,19 @@ class _Engine:
                     chunk["prompt_token_ids"] = request.prompt_ids
                 yield sse_data(chunk)
                 first = False
-            async for step in _steps(self.engine, request):
-                offset = len(decoded.text)
-                text = decoded.add(step.token_id, final=step.finish_reason is not None)
-                finish = step.finish_reason
+            async for piece in reply_pieces(self.engine, self.tokenizer, request,
+                                       body.stop_sequences):
+                offset, visible, finish = len(visible), piece.visible, piece.finish
+                text = piece.delta
                 if reader is not None:  # calls are held back until generation ends
-                    text = reader.content_delta(decoded.text)
-                choice = self.choice(body, [step], {"content": text},
+                    text = reader.content_delta(visible)
+                choice = self.choice(body, [piece.step], {"content": text},
                                      None if reader else finish, offset, first,
                                      request.prompt_ids, True)
                 yield sse_data(head | {"choices": [choice]})
                 produced, first = produced + 1, False
             if reader is not None and finish is not None:
-                parsed = reader.finish(decoded.text)
+                parsed = reader.finish(visible)
                 deltas = [{"content": parsed.content}] if parsed.content else []
                 for delta in deltas + tool_call_deltas(parsed.tool_calls) + [{}]:
                     reason = parsed.finish_reason(finish) if not delta else None
@@ -197,15 +170,17 @@ class _Engine:
                 yield sse_data(head | {"choices": [],
                                        "usage": usage(len(request.prompt_ids), produced)})
         except EngineError as exc:
-            yield sse_data(_error_body(exc))
+            yield sse_data(exc.body())
         yield sse_done()
 
     async def whole(self, body: CompletionRequest | ChatRequest, request: GenerationRequest,
                     syntax: str | None) -> dict[str, Any]:
         chat = isinstance(body, ChatRequest)
-        steps = [step async for step in _steps(self.engine, request)]
-        text = self.tokenizer.decode([s.token_id for s in steps], skip_special_tokens=True)
-        finish = steps[-1].finish_reason if steps else None
+        pieces = [piece async for piece in reply_pieces(self.engine, self.tokenizer, request,
+                                                   body.stop_sequences)]
+        steps = [piece.step for piece in pieces]
+        text = pieces[-1].visible if pieces else ""
+        finish = pieces[-1].finish if pieces else None
         message: dict[str, Any] = {"content": text}
         if syntax is not None:
             parsed = ToolCallReader(syntax).finish(text)
@@ -240,7 +215,7 @@ async def _body(request: Request, model: type[_Request]) -> _Request:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise UnsupportedRequest(validation_message(exc.errors(include_url=False))) from None
+        raise from_validation_errors(exc.errors(include_url=False)) from None
 
 
 def create_engine_app(engine: TorchGenerator, served_model_name: str,
@@ -249,14 +224,13 @@ def create_engine_app(engine: TorchGenerator, served_model_name: str,
     app = FastAPI(title="rewardstream torch engine")
     app.openapi = lambda: openapi_document(app, _BODIES)  # type: ignore[method-assign]
 
-    @app.exception_handler(EngineError)
-    async def _engine_error(_request: Any, exc: EngineError) -> JSONResponse:
-        return JSONResponse(_error_body(exc), status_code=exc.status_code)
+    @app.exception_handler(InvalidRequest)
+    async def _refused(_request: Any, exc: InvalidRequest) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status_code)
 
     async def _unreadable(_request: Any, exc: Exception) -> JSONResponse:
         status: int = exc.status_code
-        return JSONResponse({"error": {"message": str(exc), "type": "BadRequestError",
-                                       "code": status}}, status_code=status)
+        return JSONResponse(error_body(str(exc), INVALID_REQUEST), status_code=status)
 
     for error in BODY_ERRORS:
         app.add_exception_handler(error, _unreadable)

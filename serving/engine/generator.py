@@ -24,7 +24,7 @@ import torch
 from infra.models import is_adapter_dir, load_policy
 from serving.engine.adapters import AdapterSet
 from serving.engine.errors import AdapterNotFound, UnsupportedRequest
-from serving.engine.sampling import GREEDY_BELOW, choose_token, processed_logprobs
+from serving.engine.sampling import GREEDY_BELOW, LogitShift, choose_token, processed_logprobs
 
 __all__ = ["GenerationRequest", "StepOutput", "TorchGenerator"]
 
@@ -40,6 +40,9 @@ class GenerationRequest:
     ignore_eos: bool = False
     adapter: str | None = None  # None: the base model
     top_logprobs: int = 0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias)
 
 
 @dataclass(frozen=True)
@@ -117,11 +120,17 @@ class TorchGenerator:
             raise UnsupportedRequest(
                 f"prompt ({len(request.prompt_ids)} tokens) + max_tokens ({request.max_tokens}) "
                 f"must be between 1 and the model's {self.max_positions} positions; lower "
-                "max_tokens")
+                "max_tokens", "max_tokens")
         if not all(0 <= token < self.vocabulary_size for token in request.prompt_ids):
             raise UnsupportedRequest(
                 f"prompt: token ids must lie in [0, {self.vocabulary_size}), the model's "
-                "vocabulary")
+                "vocabulary", "prompt")
+        biased = [token for token, _ in request.logit_bias
+                  if not 0 <= token < self.vocabulary_size]
+        if biased:
+            raise UnsupportedRequest(
+                f"logit_bias: token id {biased[0]} is not in the model's vocabulary "
+                f"[0, {self.vocabulary_size})", "logit_bias")
 
     def generate(self, request: GenerationRequest,
                  cancelled: threading.Event | None = None) -> Iterator[StepOutput]:
@@ -132,13 +141,16 @@ class TorchGenerator:
             generator = torch.Generator(self._device).manual_seed(request.seed)
         input_ids = torch.tensor([request.prompt_ids], device=self._device)
         past = None
+        shift = LogitShift(request.presence_penalty, request.frequency_penalty,
+                           request.logit_bias)
         for index in range(request.max_tokens):
             if cancelled is not None and cancelled.is_set():
                 return
             logits, past = self._forward(request.adapter, input_ids, past)
             logprobs = processed_logprobs(logits, request.temperature, request.top_k,
-                                          request.top_p)
+                                          request.top_p, shift)
             token = choose_token(logprobs, request.temperature < GREEDY_BELOW, generator)
+            shift.count(token, logits.shape[-1])
             top: tuple[tuple[int, float], ...] = ()
             if request.top_logprobs > 0:
                 values, ids = torch.topk(logprobs, request.top_logprobs)

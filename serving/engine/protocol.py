@@ -1,22 +1,26 @@
 """vLLM's OpenAI-compatible wire format, as far as the torch engine speaks it (pure).
 
-Requests accept and ignore OpenAI fields that do not change generation; fields that would change
-it in ways the engine does not implement (``n > 1``, stop strings, penalties) are refused with
-the field's name, rather than silently ignored.
+Every parameter of OpenAI's chat and completions APIs either works or is refused naming it
+(``serving.openai_errors``): ``stop``, ``presence_penalty``, ``frequency_penalty`` and
+``logit_bias`` work (``serving.engine.sampling``, ``serving.engine.stops``); parameters that do
+not change what is generated (``user``, ``store``, ``service_tier``, ``metadata``,
+``prompt_cache_key`` ...) are accepted; those that would change it in ways the engine does not
+implement (``n`` > 1, ``response_format`` other than text, ``reasoning_effort``, audio ...) are
+refused, and so is any parameter OpenAI does not define (as OpenAI does), rather than silently
+ignored. ``null`` means the parameter's default wherever it is given, as in OpenAI's API.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from schemas import bounds as b
 from serving.engine.errors import UnsupportedRequest
 from serving.engine.generator import StepOutput
 
-__all__ = ["DEFAULT_CHAT_TEMPLATE", "ChatRequest", "CompletionRequest", "IncrementalText",
+__all__ = ["DEFAULT_CHAT_TEMPLATE", "MAX_STOP_SEQUENCES", "ChatRequest", "CompletionRequest",
            "LoraRequest", "chat_logprobs", "completion_logprobs", "usage"]
 
 # Used when the model's tokenizer has none (the tiny local models); vLLM takes the same file via
@@ -28,7 +32,17 @@ DEFAULT_CHAT_TEMPLATE = (
 
 
 _MAX_LOGPROBS = 20  # as vLLM's default max_logprobs
+MAX_STOP_SEQUENCES = 16  # OpenAI allows 4; agent frameworks send 2 or 3
+_MAX_STOP_CHARS = 256
+_MAX_LOGIT_BIAS = 1024
 _Positive = Annotated[int, Field(ge=1, le=b.MAX_COMPLETION_TOKENS)]
+_Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
+# A string or a list of them; read as a list, so an error names its entry (``stop.1``).
+_StopList = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=_MAX_STOP_CHARS)]],
+    BeforeValidator(lambda value: [value] if isinstance(value, str) else value),
+    Field(max_length=MAX_STOP_SEQUENCES)]
+_Free = Annotated[Any, Field(description="accepted; does not change what is generated")]
 
 
 class _Open(BaseModel):
@@ -36,7 +50,24 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
-class _Sampling(_Open):
+class _Request(BaseModel):
+    """A request body: unknown parameters are refused, null is the default."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+def _refuse(param: str, message: str, code: str = "unsupported_value") -> None:
+    raise UnsupportedRequest(f"{param}: {message}", param, code)
+
+
+class _Sampling(_Request):
     model: Annotated[str, Field(max_length=256)]
     temperature: Annotated[float, Field(ge=0.0, le=b.MAX_TEMPERATURE)] = 1.0
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
@@ -47,25 +78,43 @@ class _Sampling(_Open):
     return_token_ids: bool = False
     ignore_eos: bool = False
     n: int = 1
-    stop: str | list[str] | None = None
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
+    stop: _StopList | None = None
+    frequency_penalty: _Penalty = 0.0
+    presence_penalty: _Penalty = 0.0
+    # OpenAI's map of token id (as a JSON key) to a bias from -100 to 100.
+    logit_bias: Annotated[dict[Annotated[str, Field(pattern=r"^[0-9]{1,7}$")],
+                               Annotated[float, Field(ge=-100.0, le=100.0)]],
+                          Field(max_length=_MAX_LOGIT_BIAS)] | None = None
     repetition_penalty: float = 1.0
     min_p: float = 0.0
+    user: _Free = None
+    store: _Free = None
+    metadata: _Free = None
+    service_tier: _Free = None
+    safety_identifier: _Free = None
+    prompt_cache_key: _Free = None
+    prompt_cache_retention: _Free = None
 
     def refuse_unsupported(self) -> None:
-        defaults = {"n": 1, "frequency_penalty": 0.0, "presence_penalty": 0.0,
-                    "repetition_penalty": 1.0, "min_p": 0.0}
-        for name, default in defaults.items():
-            if getattr(self, name) != default:
-                raise UnsupportedRequest(f"{name}={getattr(self, name)} is not supported by the "
-                                         f"torch engine; leave it at {default}")
-        if self.stop:
-            raise UnsupportedRequest("stop is not supported by the torch engine; omit it")
+        if self.n != 1:
+            _refuse("n", f"{self.n} choices: the torch engine makes one completion per request")
+        if self.repetition_penalty != 1.0:
+            _refuse("repetition_penalty", "the torch engine implements OpenAI's "
+                    "presence_penalty and frequency_penalty; leave it at 1")
+        if self.min_p != 0.0:
+            _refuse("min_p", "not implemented by the torch engine; leave it at 0")
 
     @property
     def include_usage(self) -> bool:
         return bool((self.stream_options or {}).get("include_usage"))
+
+    @property
+    def stop_sequences(self) -> tuple[str, ...]:
+        return tuple(self.stop or ())
+
+    @property
+    def token_biases(self) -> tuple[tuple[int, float], ...]:
+        return tuple((int(token), bias) for token, bias in (self.logit_bias or {}).items())
 
 
 class ContentPart(_Open):
@@ -85,6 +134,19 @@ class CompletionRequest(_Sampling):
     prompt: str | list[Annotated[int, Field(ge=0, lt=b.TOKEN_ID_BOUND)]]
     max_tokens: _Positive = 16
     logprobs: Annotated[int, Field(ge=0, le=_MAX_LOGPROBS)] | None = None  # the top N too
+    echo: bool = False
+    best_of: int = 1
+    suffix: _Free = None
+
+    def refuse_unsupported(self) -> None:
+        super().refuse_unsupported()
+        if self.echo:
+            _refuse("echo", "the torch engine does not echo the prompt; leave it false")
+        if self.best_of != 1:
+            _refuse("best_of", "the torch engine makes one completion per request")
+        if self.suffix is not None:
+            _refuse("suffix", "insertion is not implemented by the torch engine",
+                    "unsupported_parameter")
 
 
 class ChatRequest(_Sampling):
@@ -97,28 +159,36 @@ class ChatRequest(_Sampling):
     tools: list[Any] | None = None
     tool_choice: Any = None
     parallel_tool_calls: Any = None
+    response_format: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+    prediction: _Free = None  # predicted outputs change latency, never the output
+    reasoning_effort: Any = None
+    verbosity: Any = None
+    audio: Any = None
+    web_search_options: Any = None
+    functions: Any = None
+    function_call: Any = None
+
+    def refuse_unsupported(self) -> None:
+        super().refuse_unsupported()
+        kind = (self.response_format or {}).get("type", "text")
+        if kind != "text":
+            _refuse("response_format", f"{kind!r} needs constrained decoding, which the torch "
+                    "engine does not implement; serve it from a vLLM backend, or omit "
+                    "response_format and ask for JSON in the prompt")
+        if self.modalities not in (None, ["text"]):
+            _refuse("modalities", "the torch engine writes text only")
+        for name in ("reasoning_effort", "verbosity", "audio", "web_search_options",
+                     "functions", "function_call"):
+            if getattr(self, name) is not None:
+                _refuse(name, "not implemented by the torch engine"
+                        + ("; use tools and tool_choice" if name.startswith("function") else ""),
+                        "unsupported_parameter")
 
 
 class LoraRequest(_Open):
     lora_name: Annotated[str, Field(min_length=1, max_length=256)]
     lora_path: Annotated[str, Field(max_length=4096)] | None = None
-
-
-@dataclass
-class IncrementalText:
-    """Text deltas of a growing token sequence; a partial UTF-8 character is held back."""
-
-    tokenizer: Any
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
-
-    def add(self, token_id: int, final: bool = False) -> str:
-        self.ids.append(token_id)
-        full = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-        if full.endswith("\ufffd") and not final:
-            return ""
-        delta, self.text = full[len(self.text):], full
-        return delta
 
 
 def _token_text(tokenizer: Any, token_id: int) -> str:

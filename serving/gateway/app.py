@@ -59,6 +59,7 @@ from serving.gateway.stream import (
     client_chunk,
 )
 from serving.gateway.toolcheck import offered_tools
+from serving.openai_errors import INVALID_REQUEST, error_body
 from serving.request_body import BODY_ERRORS, json_object, openapi_document
 from serving.sse import sse_data, sse_done
 
@@ -253,19 +254,12 @@ async def _sse(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
         async for chunk in chunks:
             yield sse_data(chunk)
     except BackendError as exc:  # the status line is gone; report in-band, as vLLM does
-        yield sse_data({"error": {"message": str(exc), "type": "BackendError",
-                                  "code": exc.status_code}})
+        yield sse_data(exc.body())
     yield sse_done()
 
 
-def _error(status: int, message: str, kind: str,
-           headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status,
-                        headers)
-
-
-_AUTH_ERROR_TYPES = {401: "authentication_error", 403: "permission_error",
-                     429: "rate_limit_error"}
+_AUTH_ERRORS = {401: ("authentication_error", "invalid_api_key"),
+                403: ("permission_error", None), 429: ("rate_limit_error", "rate_limit_exceeded")}
 
 
 def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: EventSink,
@@ -289,22 +283,19 @@ def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: Even
     app.openapi = lambda: openapi_document(app, bodies)  # type: ignore[method-assign]
     app.state.gateway = gateway
 
-    @app.exception_handler(BackendError)
-    async def _backend_error(_request: Request, exc: BackendError) -> JSONResponse:
-        return _error(exc.status_code, str(exc), "BackendError")
-
     @app.exception_handler(AuthError)
     async def _auth_error(_request: Request, exc: AuthError) -> JSONResponse:
-        return _error(exc.status_code, str(exc), _AUTH_ERROR_TYPES[exc.status_code],
-                      exc.headers())
+        kind, code = _AUTH_ERRORS[exc.status_code]
+        return JSONResponse(error_body(str(exc), kind, None, code), exc.status_code,
+                            exc.headers())
 
-    @app.exception_handler(GatewayError)
+    @app.exception_handler(GatewayError)  # BackendError too: the backend's status and param
     async def _gateway_error(_request: Request, exc: GatewayError) -> JSONResponse:
-        return _error(400, str(exc), "BadRequestError")
+        return JSONResponse(exc.body(), exc.status_code)
 
     async def _unreadable(_request: Request, exc: Exception) -> JSONResponse:
-        return _error(exc.status_code, f"the request body cannot be read: {exc}",
-                      "BadRequestError")
+        return JSONResponse(error_body(f"the request body cannot be read: {exc}",
+                                       INVALID_REQUEST), exc.status_code)
 
     for error in BODY_ERRORS:
         app.add_exception_handler(error, _unreadable)

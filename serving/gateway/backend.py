@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from infra.redact import redact_text, redact_url
-from serving.gateway.errors import BackendError
+from serving.gateway.errors import BackendError, refused_by_backend
 from serving.sse import DONE, SseFormatError, parse_sse_line
 
 __all__ = ["BackendClient", "BackendStream"]
@@ -101,7 +101,11 @@ class BackendClient:
         if response.status_code != 200:
             await response.aread()
             await response.aclose()
-            raise BackendError(_message(response), response.status_code)
+            try:
+                body = response.json()
+            except ValueError:
+                body = response.text
+            raise refused_by_backend(response.status_code, body, "the backend refused")
         return BackendStream(response)
 
     async def aclose(self) -> None:

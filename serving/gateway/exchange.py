@@ -63,8 +63,10 @@ class Exchange:
 
 def backend_body(ex: Exchange, served_name: str) -> dict[str, Any]:
     """The client's body with what the gateway needs forced on: streaming with usage, token
-    ids, per-token logprobs, and explicit sampling parameters (never the backend's defaults)."""
-    body = {k: v for k, v in ex.body.items() if k not in ("metadata", "max_completion_tokens")}
+    ids, per-token logprobs, and explicit sampling parameters (never the backend's defaults).
+    A null parameter is its default, so it is not sent."""
+    body = {k: v for k, v in ex.body.items()
+            if k not in ("metadata", "max_completion_tokens") and v is not None}
     body |= {
         "model": served_name, "stream": True, "stream_options": {"include_usage": True},
         "return_token_ids": True, "temperature": ex.sampling.temperature,

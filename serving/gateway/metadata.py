@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from schemas.bounds import control_character_problem
 from schemas.ids import uuid7
 from serving.gateway.errors import RequestMetadataError
 
@@ -47,6 +48,8 @@ def _pick(field: str, header: str, headers: Mapping[str, str], meta: Mapping[str
             f"{field} (header {header} or metadata.{field}) must be a string of 1 to "
             f"{_LIMITS[field]} characters, got {str(value)[:40]!r}"
         )
+    if (problem := control_character_problem(value)) is not None:
+        raise RequestMetadataError(f"{field} (header {header} or metadata.{field}) {problem}")
     return value
 
 

@@ -1,9 +1,11 @@
 """The OpenAI request fields the gateway reads, typed and bounded (pure).
 
 Everything else in a request is passed to the backend as sent (``extra="allow"``), which
-validates it in turn; the fields here are the ones the gateway itself acts on, so a wrong type
-or an absurd value is refused with a 400 naming the field instead of failing later. The models
-also give the OpenAPI document its request bodies.
+validates it in turn (the torch engine refuses what it does not implement, naming it; vLLM
+implements more, ``response_format`` included); the fields here are the ones the gateway itself
+acts on, so a wrong type or an absurd value is refused with a 400 naming the field instead of
+failing later. ``null`` is the parameter's default wherever it is given, as in OpenAI's API.
+The models also give the OpenAPI document its request bodies.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from schemas import bounds as b
 from serving.gateway.errors import GatewayError
 from serving.gateway.stream import Kind
-from serving.request_body import validation_message
+from serving.openai_errors import from_validation_errors
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "RequestLimits", "check_limits",
            "check_prompt_tokens", "validate_request"]
@@ -47,6 +49,13 @@ class ChatMessage(_Open):
 
 
 class _Common(_Open):
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
     model: _Name | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -64,12 +73,17 @@ class _Common(_Open):
     user: _Name | None = None
     metadata: dict[str, Any] | None = None
     return_token_ids: bool | None = None
+    # Checked by the backend (the torch engine: up to 16 sequences, biases from -100 to 100).
+    stop: str | list[str] | None = None
+    logit_bias: dict[str, float] | None = None
 
 
 class ChatCompletionRequest(_Common):
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=_MAX_MESSAGES)]
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=_MAX_LOGPROBS)] | None = None
+    # vLLM constrains decoding to these; the torch engine refuses json_object / json_schema.
+    response_format: dict[str, Any] | None = None
 
 
 class CompletionRequest(_Common):
@@ -83,7 +97,8 @@ def validate_request(model: type[_Common], body: dict[str, Any]) -> None:
     try:
         model.model_validate(body)
     except ValidationError as exc:
-        raise GatewayError(validation_message(exc.errors(include_url=False))) from None
+        refusal = from_validation_errors(exc.errors(include_url=False))
+        raise GatewayError(str(refusal), refusal.param, refusal.code) from None
 
 
 
@@ -132,12 +147,12 @@ def check_limits(kind: Kind, body: dict[str, Any],
         asked = body.get(field)
         if isinstance(asked, int) and asked > limits.max_completion_tokens:
             raise GatewayError(f"{field}: {asked} is over this gateway's limit of "
-                               f"{limits.max_completion_tokens} tokens")
+                               f"{limits.max_completion_tokens} tokens", field)
     field = _prompt_field(kind)
     chars = _prompt_chars(kind, body)
     if chars > limits.max_prompt_chars:
         raise GatewayError(f"{field}: the prompt has {chars} characters, over this gateway's "
-                           f"limit of {limits.max_prompt_chars}")
+                           f"limit of {limits.max_prompt_chars}", field)
     prompt = body.get("prompt")
     if kind == "completion" and isinstance(prompt, list):
         check_prompt_tokens(kind, len(prompt), limits)
@@ -149,4 +164,4 @@ def check_prompt_tokens(kind: Kind, tokens: int,
     the count on the backend's first chunk, before the client gets anything)."""
     if tokens > limits.max_prompt_tokens:
         raise GatewayError(f"{_prompt_field(kind)}: the prompt is {tokens} tokens, over this "
-                           f"gateway's limit of {limits.max_prompt_tokens}")
+                           f"gateway's limit of {limits.max_prompt_tokens}", _prompt_field(kind))

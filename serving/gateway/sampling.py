@@ -3,9 +3,11 @@
 The trainer corrects for off-policy data with ratios pi(token) / mu(token), where mu is the
 logged behaviour log-probability. That ratio is only unbiased when mu is the distribution the
 trainer assumes: the full softmax at the reference temperature. Truncation (top-p, top-k,
-min-p) and penalties change the distribution the token was drawn from, and a different
-temperature rescales it; such requests are still served and logged, with their parameters, but
-each one is flagged.
+min-p), penalties and ``logit_bias`` change the distribution the token was drawn from, and a
+different temperature rescales it; such requests are still served and logged, their logprobs
+those of the distribution that was actually sampled (bias, penalties, temperature and truncation
+applied, as the torch engine and vLLM's ``processed_logprobs`` report them), but each one is
+flagged.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ def _number(body: Mapping[str, Any], field: str, default: float) -> float:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise GatewayError(f"{field}={str(value)[:40]!r} must be a number")
+        raise GatewayError(f"{field}={str(value)[:40]!r} must be a number", field)
     return float(value)
 
 
 def _integer(body: Mapping[str, Any], field: str) -> int | None:
     value = body.get(field)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise GatewayError(f"{field}={str(value)[:40]!r} must be an integer")
+        raise GatewayError(f"{field}={str(value)[:40]!r} must be an integer", field)
     return value
 
 
@@ -78,4 +80,6 @@ def sampling_bias_warnings(
             warnings.append(f"{field}={body[field]} reshapes the distribution")
     if _number(body, "repetition_penalty", 1.0) != 1.0:
         warnings.append(f"repetition_penalty={body['repetition_penalty']} reshapes it")
+    if body.get("logit_bias"):
+        warnings.append(f"logit_bias on {len(body['logit_bias'])} tokens reshapes it")
     return warnings

@@ -8,6 +8,7 @@ from typing import Any
 
 from schemas.bounds import MIN_LOGPROB
 from schemas.events import (
+    FINISH_REASONS,
     GATEWAY_PRODUCER,
     CompletionServed,
     CompletionServedPayload,
@@ -23,14 +24,12 @@ from serving.gateway.toolcheck import BrokenToolCall
 
 __all__ = ["broken_call_events", "completion_served", "event_finish_reason"]
 
-_FINISH_REASONS = {"stop", "length", "abort", "error"}
-
-
 def event_finish_reason(backend_reason: str | None) -> str:
-    """The schema's finish reason for a backend's (``tool_calls`` is a kind of stop)."""
+    """The schema's finish reason for a backend's: its own (``tool_calls``, ``length`` ...),
+    ``abort`` when the stream ended without one, ``stop`` for a reason OpenAI does not name."""
     if backend_reason is None:
         return "abort"
-    return backend_reason if backend_reason in _FINISH_REASONS else "stop"
+    return backend_reason if backend_reason in FINISH_REASONS else "stop"
 
 
 def _stamped(org_id: str, now: datetime) -> dict[str, Any]:

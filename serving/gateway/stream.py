@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from serving.gateway.errors import BackendError
+from serving.gateway.errors import BackendError, refused_by_backend
 
 __all__ = ["ClientView", "Kind", "StreamAccumulator", "assemble_response", "client_chunk"]
 
@@ -50,7 +50,7 @@ class StreamAccumulator:
     def add(self, chunk: dict[str, Any]) -> int:
         """Fold one backend chunk in; returns how many completion tokens it carried."""
         if "error" in chunk:
-            raise BackendError(f"backend stream failed: {chunk['error']}")
+            raise refused_by_backend(502, chunk, "the backend's stream failed")
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         if chunk.get("prompt_token_ids"):

@@ -30,6 +30,7 @@ from schemas.toolcalls import (
 )
 from schemas.tooldefs import BrokenKind, ToolRequest, ToolRequestError, parse_tool_request
 from serving.gateway.errors import GatewayError
+from serving.openai_errors import tool_request_param
 
 __all__ = ["BrokenToolCall", "judge_calls", "offered_tools"]
 
@@ -38,12 +39,12 @@ def offered_tools(kind: str, body: Mapping[str, Any]) -> ToolRequest | None:
     """The tools a request offers; a malformed one is refused naming its field."""
     if kind != "chat":
         if body.get("tools"):
-            raise GatewayError("tools are offered on /v1/chat/completions only")
+            raise GatewayError("tools are offered on /v1/chat/completions only", "tools")
         return None
     try:
         return parse_tool_request(body)
     except ToolRequestError as exc:
-        raise GatewayError(str(exc)) from None
+        raise GatewayError(str(exc), tool_request_param(str(exc))) from None
 
 
 @dataclass(frozen=True)

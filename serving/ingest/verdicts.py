@@ -1,9 +1,10 @@
 """Per-event verdicts: each event is judged on its own, so one bad event never sinks a batch.
 
 In order: size, JSON structure (nesting, repeated keys, UTF-8, syntax), the schema's bounds,
-the key's event types, and the timestamps' window around the server clock. Whatever is wrong
-is named by its field and a reason; both are clipped, so a hostile key name of a megabyte
-cannot make the answer or the dead-letter headers too large for the broker.
+ids and names free of control characters, the key's event types, and the timestamps' window
+around the server clock. Whatever is wrong is named by its field and a reason; both are
+clipped, so a hostile key name of a megabyte cannot make the answer or the dead-letter headers
+too large for the broker.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from uuid import UUID
 import jiter
 from pydantic import ValidationError
 
+from schemas.bounds import control_character_problem
 from schemas.event_time import DEFAULT_MAX_FUTURE, ReceiptClock
 from schemas.events import Event, dump_event, first_error, parse_event, with_ingest_fields
 from serving.ingest.keys import ApiKey
@@ -40,6 +42,7 @@ REJECTION_KINDS = ("event_too_large", "malformed_json", "schema_violation", "typ
                    "time_out_of_window", "unprocessable")
 _FIELD_MAX_CHARS = 200
 _REASON_MAX_CHARS = 1000
+_ENVELOPE_IDS = ("trajectory_id", "session_id", "user", "checkpoint_id", "arm")
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,17 @@ def _outside_window(event: Event, receipt: _Receipt) -> tuple[str, str] | None:
     return None
 
 
+def _control_character(event: Event) -> tuple[str, str] | None:
+    """(field, why) for the first id or name holding a control character (a NUL in a
+    trajectory id would reach reward keys and file names); None when all are printable."""
+    named = [(name, getattr(event, name)) for name in _ENVELOPE_IDS]
+    named += [(f"payload.{name}", value) for name, value in event.payload if isinstance(value, str)]
+    for name, value in named:
+        if (problem := control_character_problem(value)) is not None:
+            return name, f"{name}: {problem}"
+    return None
+
+
 def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
     rules, key = receipt.rules, receipt.key
     if len(raw) > rules.max_event_bytes:
@@ -161,6 +175,8 @@ def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
         field, message = first_error(exc)
         field = _clip(field, _FIELD_MAX_CHARS)  # an unknown key's name may be a megabyte long
         return _rejected(index, raw, "schema_violation", field, f"{field}: {message}")
+    if (unprintable := _control_character(event)) is not None:
+        return _rejected(index, raw, "schema_violation", *unprintable, str(event.event_id))
     if not key.allows(event.type):
         return _rejected(index, raw, "type_not_allowed", "type",
                          f"type: API key {key.name!r} may not send {event.type!r} events",

@@ -213,6 +213,9 @@ def test_broken_calls_reach_the_client_as_written_and_the_log_from_the_gateway(
     recorded = {key: e for key, e in events if isinstance(e, ToolCalled)}
     assert set(served) == set(recorded) == {b"traj-b1", b"traj-b2"}
     assert served[b"traj-b1"].payload.completion_id == broken.id
+    # The log keeps each reply's own finish reason: a parsed call is "tool_calls".
+    assert [served[key].payload.finish_reason for key in (b"traj-b1", b"traj-b2")] == [
+        "stop", "tool_calls"]
     for key, kind in ((b"traj-b1", "malformed_call"), (b"traj-b2", "bad_arguments")):
         event, completion = recorded[key], served[key]
         assert (event.payload.valid, event.payload.error_kind) == (False, kind)

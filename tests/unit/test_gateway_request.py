@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from serving.gateway.backend import BackendStream
-from serving.gateway.errors import BackendError, GatewayError
+from serving.gateway.errors import BackendError, GatewayError, refused_by_backend
 from serving.gateway.request import ChatCompletionRequest, CompletionRequest, validate_request
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -43,6 +43,36 @@ def test_bad_fields_are_refused_naming_them(model: type, body: dict[str, Any],
     with pytest.raises(GatewayError) as info:
         validate_request(model, body)
     assert str(info.value).startswith(field), str(info.value)
+    assert info.value.status_code == 400
+    assert info.value.body()["error"] | {"message": ""} == {
+        "message": "", "type": "invalid_request_error", "param": field, "code": "invalid_value"}
+
+
+def test_null_is_the_default_wherever_openai_takes_null() -> None:
+    nulls = dict.fromkeys(["n", "stream", "stream_options", "frequency_penalty",
+                           "presence_penalty", "temperature", "top_p", "max_tokens",
+                           "max_completion_tokens", "seed", "stop", "logit_bias", "user",
+                           "logprobs", "top_logprobs", "response_format", "metadata"])
+    validate_request(ChatCompletionRequest, CHAT | nulls)
+    validate_request(CompletionRequest, COMPLETION | nulls | {"logprobs": None})
+
+
+@pytest.mark.parametrize(("status", "body", "want"), [
+    (400, {"error": {"message": "stop.0: too short", "type": "invalid_request_error",
+                     "param": "stop.0", "code": "invalid_value"}},
+     (400, "invalid_request_error", "stop.0", "invalid_value")),
+    (404, {"error": {"message": "no model", "type": "NotFoundError", "param": None,
+                     "code": 404}}, (404, "invalid_request_error", None, None)),
+    (400, {"object": "error", "message": "vLLM's older shape", "code": 400},
+     (400, "invalid_request_error", None, None)),
+    (500, "Internal Server Error", (500, "server_error", None, None)),
+])
+def test_a_backend_refusal_reaches_the_client_as_openais_error_with_its_param(
+        status: int, body: Any, want: tuple[Any, ...]) -> None:
+    refusal = refused_by_backend(status, body, "fallback")
+    error = refusal.body()["error"]
+    assert (refusal.status_code, error["type"], error["param"], error["code"]) == want
+    assert error["message"] and error["message"] != "fallback"
 
 
 @pytest.mark.parametrize("payload", [b"data: {not json}\n\n", b'data: {"a": 1}\n\ndata: {"b'])

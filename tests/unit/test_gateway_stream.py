@@ -9,6 +9,7 @@ import pytest
 from schemas.ids import is_uuid7
 from serving.gateway.errors import BackendError, RequestMetadataError
 from serving.gateway.metadata import extract_metadata
+from serving.gateway.served import event_finish_reason
 from serving.gateway.stream import ClientView, StreamAccumulator, assemble_response, client_chunk
 from serving.sse import DONE, SseFormatError, parse_sse_line, parse_sse_lines, sse_data, sse_done
 
@@ -97,3 +98,13 @@ def test_metadata_from_headers_body_and_user_field() -> None:
         extract_metadata({"x-rewardstream-trajectory-id": "x" * 200}, {})
     with pytest.raises(RequestMetadataError, match="metadata must be"):
         extract_metadata({}, {"metadata": "t1"})
+    with pytest.raises(RequestMetadataError, match="trajectory_id .* control character U\\+0000"):
+        extract_metadata({}, {"metadata": {"trajectory_id": "t\x00"}})
+    with pytest.raises(RequestMetadataError, match="user .* control character U\\+0085"):
+        extract_metadata({"x-rewardstream-user": "a\x85"}, {})
+
+
+def test_the_logged_finish_reason_is_the_backends_own() -> None:
+    assert [event_finish_reason(r) for r in ("stop", "length", "tool_calls", "content_filter",
+                                              None, "function_call")] == [
+        "stop", "length", "tool_calls", "content_filter", "abort", "stop"]

@@ -44,7 +44,7 @@ def test_chat_completions_carry_checkpoint_calls_tokens_and_behaviour_logprobs()
         "", "ckpt-3", "chatcmpl-1")
     assert completion.tool_calls == (LINT_CALL,) and completion.verdicts == ()
     assert completion.prompt_token_ids == [5, 6] and completion.token_ids == [7, 2]
-    assert completion.logprobs == [-0.25, -0.5] and completion.finish_reason == "stop"
+    assert completion.logprobs == [-0.25, -0.5] and completion.finish_reason == "tool_calls"
     assert policy.emits_completion_events is False  # the gateway emits completion.served
 
 

@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 
 from harness.samples import sample_trajectory
-from schemas.events import EventAdapter
+from schemas.events import SCHEMA_VERSION, EventAdapter
 from serving.ingest.body import split_events
 from serving.ingest.config import load_ingest_config
 from serving.ingest.errors import BadBody, IngestConfigError, PayloadTooLarge
@@ -145,7 +145,7 @@ def test_timestamps_at_the_edges_of_the_window_are_accepted() -> None:
     verdict = _judge(json.dumps(event).encode())
     assert isinstance(verdict, Accepted)
     stored = EventAdapter.validate_json(verdict.stored)
-    assert stored.event_time == NOW - timedelta(days=31) and stored.schema_version == 3
+    assert stored.event_time == NOW - timedelta(days=31) and stored.schema_version == SCHEMA_VERSION
     assert stored.producer == "ingest:k"
 
 

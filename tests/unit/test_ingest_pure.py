@@ -146,6 +146,23 @@ def test_schema_violation_names_the_field_and_keeps_original_bytes() -> None:
     assert verdict.original == raw
 
 
+@pytest.mark.parametrize(("field", "value"), [
+    ("trajectory_id", "traj\x00-1"), ("session_id", "s\n1"), ("user", "u\x1b[31m"),
+    ("checkpoint_id", "c\x7f"), ("arm", "a\x85"), ("payload.tool", "read\tfile")])
+def test_ids_and_names_with_a_control_character_are_rejected_naming_the_field(
+        field: str, value: str) -> None:
+    original = json.loads(_event_bytes())  # tool.called
+    target = original["payload"] if field.startswith("payload.") else original
+    target[field.removeprefix("payload.")] = value
+    verdict = _judge(json.dumps(original).encode())
+    assert isinstance(verdict, Rejected)
+    assert (verdict.kind, verdict.field) == ("schema_violation", field)
+    assert verdict.reason.startswith(f"{field}: contains the control character U+")
+    assert verdict.event_id == original["event_id"]
+    printable = dict(json.loads(_event_bytes()), trajectory_id="traj-\u00e9\u4e2d")  # fine
+    assert isinstance(_judge(json.dumps(printable).encode()), Accepted)
+
+
 def test_missing_event_id_is_rejected() -> None:
     original = json.loads(_event_bytes())
     del original["event_id"]

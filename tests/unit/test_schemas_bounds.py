@@ -116,13 +116,13 @@ def test_values_at_the_bounds_are_accepted() -> None:
 
 def test_clients_of_either_version_are_read_and_stored_as_the_current_one() -> None:
     event = _by_type()["edit.decided"]
-    for version in (1, 2, 3):
+    for version in (1, 2, 3, 4):
         parsed = parse_event(json.dumps(event | {"schema_version": version}))
         assert parsed.schema_version == version
         stored = with_ingest_fields(parsed, org_id="o", user="u", received_at=NOW,
                                     event_time=NOW, clock_skew_ms=0, producer="ingest:k")
-        assert stored.schema_version == SCHEMA_VERSION == 3 and stored.producer == "ingest:k"
-    assert _error_of("edit.decided", "schema_version", 4)[0] == "schema_version"
+        assert stored.schema_version == SCHEMA_VERSION == 4 and stored.producer == "ingest:k"
+    assert _error_of("edit.decided", "schema_version", 5)[0] == "schema_version"
 
 
 def _longest_float_below_zero() -> float:

@@ -5,17 +5,17 @@
 import type { JsonSchema } from "../schema.js";
 import type { Trajectory } from "../trajectory.js";
 
-/** Part of clarification.asked v3 (clarification.asked.v3.json). */
+/** Part of clarification.asked v4 (clarification.asked.v4.json). */
 export interface ClarificationAskedPayload {
   request_ambiguity?: number | null;
 }
 
-/** Part of completion.served v3 (completion.served.v3.json). */
+/** Part of completion.served v4 (completion.served.v4.json). */
 export interface CompletionServedPayload {
   behaviour_logprobs: number[];
   completion_id: string;
   completion_token_ids: number[];
-  finish_reason?: "stop" | "length" | "abort" | "error";
+  finish_reason?: "stop" | "length" | "tool_calls" | "content_filter" | "abort" | "error";
   latency_ms: number;
   model: string;
   prompt_token_ids: number[];
@@ -23,7 +23,7 @@ export interface CompletionServedPayload {
   ttft_ms: number;
 }
 
-/** Part of completion.served v3 (completion.served.v3.json). */
+/** Part of completion.served v4 (completion.served.v4.json). */
 export interface SamplingParams {
   max_tokens?: number;
   seed?: number | null;
@@ -32,20 +32,20 @@ export interface SamplingParams {
   top_p?: number;
 }
 
-/** Part of edit.decided v3 (edit.decided.v3.json). */
+/** Part of edit.decided v4 (edit.decided.v4.json). */
 export interface EditDecidedPayload {
   decision: "accepted" | "rejected" | "reverted";
   edit_id: string;
 }
 
-/** Part of edit.persistence v3 (edit.persistence.v3.json). */
+/** Part of edit.persistence v4 (edit.persistence.v4.json). */
 export interface EditPersistencePayload {
   edit_id: string;
   horizon_s: number;
   surviving_fraction: number;
 }
 
-/** Part of edit.proposed v3 (edit.proposed.v3.json). */
+/** Part of edit.proposed v4 (edit.proposed.v4.json). */
 export interface EditProposedPayload {
   edit_id: string;
   lines_added?: number;
@@ -53,12 +53,12 @@ export interface EditProposedPayload {
   path: string;
 }
 
-/** Part of followup.sent v3 (followup.sent.v3.json). */
+/** Part of followup.sent v4 (followup.sent.v4.json). */
 export interface FollowupSentPayload {
   sentiment: "dissatisfied" | "neutral" | "satisfied";
 }
 
-/** Part of tool.called v3 (tool.called.v3.json). */
+/** Part of tool.called v4 (tool.called.v4.json). */
 export interface ToolCalledPayload {
   call_id: string;
   duration_ms?: number;
@@ -75,14 +75,14 @@ export interface ToolCalledPayload {
   valid: boolean;
 }
 
-/** Part of trajectory.ended v3 (trajectory.ended.v3.json). */
+/** Part of trajectory.ended v4 (trajectory.ended.v4.json). */
 export interface TrajectoryEndedPayload {
   outcome: "completed" | "aborted" | "error";
   task_family?: string;
   turns: number;
 }
 
-/** One clarification.asked event, schema version 3 (clarification.asked.v3.json). */
+/** One clarification.asked event, schema version 4 (clarification.asked.v4.json). */
 export interface ClarificationAskedEvent {
   arm?: string;
   checkpoint_id: string;
@@ -94,7 +94,7 @@ export interface ClarificationAskedEvent {
   payload: ClarificationAskedPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -102,7 +102,7 @@ export interface ClarificationAskedEvent {
   user: string;
 }
 
-/** One completion.served event, schema version 3 (completion.served.v3.json). */
+/** One completion.served event, schema version 4 (completion.served.v4.json). */
 export interface CompletionServedEvent {
   arm?: string;
   checkpoint_id: string;
@@ -114,7 +114,7 @@ export interface CompletionServedEvent {
   payload: CompletionServedPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -122,7 +122,7 @@ export interface CompletionServedEvent {
   user: string;
 }
 
-/** One edit.decided event, schema version 3 (edit.decided.v3.json). */
+/** One edit.decided event, schema version 4 (edit.decided.v4.json). */
 export interface EditDecidedEvent {
   arm?: string;
   checkpoint_id: string;
@@ -134,7 +134,7 @@ export interface EditDecidedEvent {
   payload: EditDecidedPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -142,7 +142,7 @@ export interface EditDecidedEvent {
   user: string;
 }
 
-/** One edit.persistence event, schema version 3 (edit.persistence.v3.json). */
+/** One edit.persistence event, schema version 4 (edit.persistence.v4.json). */
 export interface EditPersistenceEvent {
   arm?: string;
   checkpoint_id: string;
@@ -154,7 +154,7 @@ export interface EditPersistenceEvent {
   payload: EditPersistencePayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -162,7 +162,7 @@ export interface EditPersistenceEvent {
   user: string;
 }
 
-/** One edit.proposed event, schema version 3 (edit.proposed.v3.json). */
+/** One edit.proposed event, schema version 4 (edit.proposed.v4.json). */
 export interface EditProposedEvent {
   arm?: string;
   checkpoint_id: string;
@@ -174,7 +174,7 @@ export interface EditProposedEvent {
   payload: EditProposedPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -182,7 +182,7 @@ export interface EditProposedEvent {
   user: string;
 }
 
-/** One followup.sent event, schema version 3 (followup.sent.v3.json). */
+/** One followup.sent event, schema version 4 (followup.sent.v4.json). */
 export interface FollowupSentEvent {
   arm?: string;
   checkpoint_id: string;
@@ -194,7 +194,7 @@ export interface FollowupSentEvent {
   payload: FollowupSentPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -202,7 +202,7 @@ export interface FollowupSentEvent {
   user: string;
 }
 
-/** One tool.called event, schema version 3 (tool.called.v3.json). */
+/** One tool.called event, schema version 4 (tool.called.v4.json). */
 export interface ToolCalledEvent {
   arm?: string;
   checkpoint_id: string;
@@ -214,7 +214,7 @@ export interface ToolCalledEvent {
   payload: ToolCalledPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -222,7 +222,7 @@ export interface ToolCalledEvent {
   user: string;
 }
 
-/** One trajectory.ended event, schema version 3 (trajectory.ended.v3.json). */
+/** One trajectory.ended event, schema version 4 (trajectory.ended.v4.json). */
 export interface TrajectoryEndedEvent {
   arm?: string;
   checkpoint_id: string;
@@ -234,7 +234,7 @@ export interface TrajectoryEndedEvent {
   payload: TrajectoryEndedPayload;
   producer?: string | null;
   received_at?: string | null;
-  schema_version?: 1 | 2 | 3;
+  schema_version?: 1 | 2 | 3 | 4;
   sent_at: string;
   session_id: string;
   trajectory_id: string;
@@ -279,14 +279,14 @@ export interface PayloadOf {
 
 /** The schema version the client writes for each type (the newest published). */
 export const SCHEMA_VERSIONS: Readonly<Record<EventType, number>> = {
-  "clarification.asked": 3,
-  "completion.served": 3,
-  "edit.decided": 3,
-  "edit.persistence": 3,
-  "edit.proposed": 3,
-  "followup.sent": 3,
-  "tool.called": 3,
-  "trajectory.ended": 3,
+  "clarification.asked": 4,
+  "completion.served": 4,
+  "edit.decided": 4,
+  "edit.persistence": 4,
+  "edit.proposed": 4,
+  "followup.sent": 4,
+  "tool.called": 4,
+  "trajectory.ended": 4,
 };
 
 /** The published JSON Schema of each type, less titles: what the client validates with. */
@@ -404,11 +404,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -483,6 +484,8 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
             "enum": [
               "stop",
               "length",
+              "tool_calls",
+              "content_filter",
               "abort",
               "error"
             ],
@@ -669,11 +672,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -832,11 +836,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -998,11 +1003,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -1170,11 +1176,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -1327,11 +1334,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -1529,11 +1537,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
@@ -1698,11 +1707,12 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
         "default": null
       },
       "schema_version": {
-        "default": 3,
+        "default": 4,
         "enum": [
           1,
           2,
-          3
+          3,
+          4
         ],
         "type": "integer"
       },
