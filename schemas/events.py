@@ -19,7 +19,7 @@ Type names are stable strings (``edit.persistence``), never Python import paths.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Final, Literal, get_args
 from uuid import UUID
 
 from pydantic import (
@@ -37,9 +37,17 @@ from schemas import bounds as b
 from schemas.ids import is_uuid7
 
 __all__ = [
+    "CLARIFICATION_ASKED",
+    "COMPLETION_SERVED",
+    "EDIT_DECIDED",
+    "EDIT_PERSISTENCE",
+    "EDIT_PROPOSED",
     "EVENT_MODELS",
     "EVENT_TYPES",
     "FINISH_REASONS",
+    "FOLLOWUP_SENT",
+    "TOOL_CALLED",
+    "TRAJECTORY_ENDED",
     "SCHEMA_VERSION",
     "SCHEMA_VERSIONS",
     "ClarificationAsked",
@@ -72,6 +80,18 @@ __all__ = [
 SCHEMA_VERSION = 4  # what ingest validates against and stores
 SCHEMA_VERSIONS = (1, 2, 3, 4)  # what clients may name in ``schema_version``
 GATEWAY_PRODUCER = "gateway"  # the producer the gateway stamps on the events it writes
+
+# The event types, as an envelope's ``type`` names them. Plain strings, not an enum: the reward
+# join compares a fact's type with them for every event, where an enum member's lookup costs
+# several times a module constant's.
+COMPLETION_SERVED: Final = "completion.served"
+TOOL_CALLED: Final = "tool.called"
+EDIT_PROPOSED: Final = "edit.proposed"
+EDIT_DECIDED: Final = "edit.decided"
+EDIT_PERSISTENCE: Final = "edit.persistence"
+FOLLOWUP_SENT: Final = "followup.sent"
+CLARIFICATION_ASKED: Final = "clarification.asked"
+TRAJECTORY_ENDED: Final = "trajectory.ended"
 
 
 Identifier = Annotated[str, Field(min_length=1, max_length=b.IDENTIFIER_MAX_CHARS)]
@@ -256,14 +276,14 @@ class TrajectoryEnded(_Envelope):
 
 
 EVENT_MODELS: dict[str, type[_Envelope]] = {
-    "completion.served": CompletionServed,
-    "tool.called": ToolCalled,
-    "edit.proposed": EditProposed,
-    "edit.decided": EditDecided,
-    "edit.persistence": EditPersistence,
-    "followup.sent": FollowupSent,
-    "clarification.asked": ClarificationAsked,
-    "trajectory.ended": TrajectoryEnded,
+    COMPLETION_SERVED: CompletionServed,
+    TOOL_CALLED: ToolCalled,
+    EDIT_PROPOSED: EditProposed,
+    EDIT_DECIDED: EditDecided,
+    EDIT_PERSISTENCE: EditPersistence,
+    FOLLOWUP_SENT: FollowupSent,
+    CLARIFICATION_ASKED: ClarificationAsked,
+    TRAJECTORY_ENDED: TrajectoryEnded,
 }
 EVENT_TYPES: tuple[str, ...] = tuple(EVENT_MODELS)
 

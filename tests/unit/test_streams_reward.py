@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from schemas.rewards import Component, Signal
 from streams.facts import Fact, fact_from_json, ms_to_datetime
 from streams.fold import deadline_ms, fold_all, is_complete
 from streams.reward import reward_record
@@ -115,3 +116,16 @@ def test_rejected_edits_count_as_not_kept_and_undecided_edits_block_completion()
     record = reward_record(state, SPEC, "complete", 0)
     assert record.signals["kept_fraction_600s"] == 0.5  # (1.0 + 0) / 2 proposed
     assert record.components["rejected_edits"] == -0.25
+
+
+def _declared(names: type) -> set[str]:
+    return {value for name, value in vars(names).items() if name.isupper()}
+
+
+def test_a_record_names_its_signals_and_components_as_schemas_declares_them() -> None:
+    record = reward_record(fold_all(trajectory()), SPEC, "complete", T0_MS)
+    assert set(record.signals) == _declared(Signal) | {
+        Signal.kept_fraction_at(h) for h in SPEC.horizons_s}
+    assert set(record.components) == _declared(Component) | {
+        Component.kept_at(h) for h in SPEC.horizons_s}
+
