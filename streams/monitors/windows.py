@@ -73,7 +73,7 @@ def reward_contributions(record: RewardRecord) -> Contributions:
     """What one reward record adds to its window (see ``schemas.metrics.METRIC_DESCRIPTIONS``)."""
     s = record.signals
     proposed = _signal(s, Signal.EDITS_PROPOSED)
-    kept = _signal(s, Signal.KEPT_FRACTION) * _signal(s, Signal.EDITS_ACCEPTED)
+    kept = _signal(s, Signal.KEPT_FRACTION) * proposed  # the fraction is of proposed edits
     latency_ms = _signal(s, Signal.LATENCY_MS_MEAN)
     on_policy = sum(1 for sample in record.samples if sample.checkpoint_id == record.checkpoint_id)
     out: Contributions = {
