@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from infra.settings import Settings
 from schemas.checkpoints import CheckpointEvent, Registry
+from schemas.events import Event
 from schemas.ids import uuid7
 from serving.gateway.arms import ArmSplit, assign_arm
 from serving.gateway.auth import AuthError, Gatekeeper, GatewayAuth
@@ -197,7 +198,8 @@ class _Gateway:
             broken = broken_call_events(meta=ex.meta, arm=ex.arm, target=ex.target,
                                         broken=ex.broken or [], now=datetime.now(UTC),
                                         org_id=ex.org_id)
-            for each in (event, *broken):
+            events: list[Event] = [event, *broken]
+            for each in events:
                 self.sink.emit(each)
         except Exception as exc:
             log.error("completion.served %s not emitted: %s", ex.completion_id, exc)
@@ -294,6 +296,7 @@ def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: Even
         return JSONResponse(exc.body(), exc.status_code)
 
     async def _unreadable(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, BODY_ERRORS)  # registered for these alone
         return JSONResponse(error_body(f"the request body cannot be read: {exc}",
                                        INVALID_REQUEST), exc.status_code)
 
