@@ -37,44 +37,16 @@ from schemas import bounds as b
 from schemas.ids import is_uuid7
 
 __all__ = [
-    "CLARIFICATION_ASKED",
-    "COMPLETION_SERVED",
-    "EDIT_DECIDED",
-    "EDIT_PERSISTENCE",
-    "EDIT_PROPOSED",
-    "EVENT_MODELS",
-    "EVENT_TYPES",
-    "FINISH_REASONS",
-    "FOLLOWUP_SENT",
-    "TOOL_CALLED",
-    "TRAJECTORY_ENDED",
-    "SCHEMA_VERSION",
-    "SCHEMA_VERSIONS",
-    "ClarificationAsked",
-    "ClarificationAskedPayload",
-    "CompletionServed",
-    "CompletionServedPayload",
-    "EditDecided",
-    "EditDecidedPayload",
-    "EditPersistence",
-    "EditPersistencePayload",
-    "EditProposed",
-    "EditProposedPayload",
-    "Event",
-    "EventAdapter",
-    "FinishReason",
-    "GATEWAY_PRODUCER",
-    "FollowupSent",
-    "FollowupSentPayload",
-    "SamplingParams",
-    "ToolCalled",
-    "ToolCalledPayload",
-    "TrajectoryEnded",
-    "TrajectoryEndedPayload",
-    "dump_event",
-    "first_error",
-    "parse_event",
-    "with_ingest_fields",
+    "CLARIFICATION_ASKED", "COMPLETION_SERVED", "EDIT_DECIDED", "EDIT_PERSISTENCE",
+    "EDIT_PROPOSED", "EVENT_MODELS", "EVENT_TYPES", "FINISH_REASONS",
+    "FOLLOWUP_SENT", "GATEWAY_PRODUCER",
+    "SCHEMA_VERSION", "SCHEMA_VERSIONS", "TOOL_CALLED", "TRAJECTORY_ENDED", "ClarificationAsked",
+    "ClarificationAskedPayload", "CompletionServed", "CompletionServedPayload", "EditDecided",
+    "EditDecidedPayload", "EditDecision", "EditPersistence", "EditPersistencePayload",
+    "EditProposed", "EditProposedPayload", "Event", "EventAdapter", "FinishReason", "FollowupSent",
+    "FollowupSentPayload", "SamplingParams", "Sentiment", "ToolCalled", "ToolCalledPayload",
+    "ToolErrorKind", "TrajectoryEnded", "TrajectoryEndedPayload", "TrajectoryOutcome",
+    "dump_event", "finish_reason_of", "first_error", "parse_event", "with_ingest_fields",
 ]
 
 SCHEMA_VERSION = 4  # what ingest validates against and stores
@@ -109,6 +81,17 @@ Timestamp = Annotated[
 ]
 
 
+# The closed sets of payload values, for the code that fills them in.
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+ToolErrorKind = Literal[
+    "malformed_call", "unknown_tool", "bad_arguments", "timeout", "sandbox_violation", "tool_error"
+]
+EditDecision = Literal["accepted", "rejected", "reverted"]
+Sentiment = Literal["dissatisfied", "neutral", "satisfied"]
+TrajectoryOutcome = Literal["completed", "aborted", "error"]
+
+
 class _Strict(BaseModel):
     # allow_inf_nan: NaN and ±inf (JSON's 1e999 parses as inf) are refused in every field.
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -124,9 +107,6 @@ class SamplingParams(_Strict):
     max_tokens: Annotated[int, Field(ge=1, le=b.MAX_COMPLETION_TOKENS)] = 256
     seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
 
-
-FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
-FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
 
 class CompletionServedPayload(_Strict):
     completion_id: Identifier
@@ -150,11 +130,6 @@ class CompletionServedPayload(_Strict):
                 f"completion_token_ids has {len(self.completion_token_ids)}; they must match"
             )
         return self
-
-
-ToolErrorKind = Literal[
-    "malformed_call", "unknown_tool", "bad_arguments", "timeout", "sandbox_violation", "tool_error"
-]
 
 
 class ToolCalledPayload(_Strict):
@@ -181,7 +156,7 @@ class EditProposedPayload(_Strict):
 
 class EditDecidedPayload(_Strict):
     edit_id: Identifier
-    decision: Literal["accepted", "rejected", "reverted"]
+    decision: EditDecision
 
 
 class EditPersistencePayload(_Strict):
@@ -191,7 +166,7 @@ class EditPersistencePayload(_Strict):
 
 
 class FollowupSentPayload(_Strict):
-    sentiment: Literal["dissatisfied", "neutral", "satisfied"]
+    sentiment: Sentiment
 
 
 class ClarificationAskedPayload(_Strict):
@@ -200,7 +175,7 @@ class ClarificationAskedPayload(_Strict):
 
 
 class TrajectoryEndedPayload(_Strict):
-    outcome: Literal["completed", "aborted", "error"]
+    outcome: TrajectoryOutcome
     turns: Annotated[int, Field(ge=0, le=b.MAX_TURNS)]
     task_family: Identifier = "default"
 
@@ -304,6 +279,15 @@ def dump_event(event: Event) -> bytes:
     """An event's JSON bytes, exactly ``EventAdapter.dump_json(event)``, from its own model's
     serializer: the union's serializer would look for the model again (twice the time)."""
     return event.__pydantic_serializer__.to_json(event)
+
+
+def finish_reason_of(reported: str | None, missing: FinishReason) -> FinishReason:
+    """The schema's finish reason for one a backend or an OpenAI-style API reported: ``missing``
+    when none came, its own (``tool_calls``, ``length`` ...), ``stop`` for one OpenAI does not
+    name."""
+    if reported is None:
+        return missing
+    return next((reason for reason in FINISH_REASONS if reason == reported), "stop")
 
 
 def first_error(error: ValidationError) -> tuple[str, str]:
