@@ -30,12 +30,12 @@ def _marker_writer(settings: Any, app_id: str, datadir: Path, markers: dict[int,
                    watermark_ms: int) -> None:
     from quixstreams import Application
     from quixstreams.kafka.configuration import ConnectionConfig
-    from quixstreams.sinks import BaseSink
 
     from infra.kafka_io import confluent_options
     from schemas.topics import topic_name
     from streams.join import DEFAULT_RETENTION_MS, Checkpoint, Marker, Writes
     from streams.join_store import JoinStore
+    from streams.quix_seam import QuixState, Sink
 
     app = Application(
         broker_address=ConnectionConfig.from_librdkafka_dict(
@@ -45,9 +45,10 @@ def _marker_writer(settings: Any, app_id: str, datadir: Path, markers: dict[int,
     sdf = app.dataframe(app.topic(topic_name(settings.topic_prefix, "events.raw"),
                                   key_deserializer="bytes", value_deserializer="bytes"))
     sdf.register_store()
+    state = QuixState.of(sdf)
     left = dict(markers)
 
-    class Writer(BaseSink):
+    class Writer(Sink):
         seen: dict[int, int] = {}
 
         def add(self, value: Any, key: Any, timestamp: int, headers: Any, topic: str,
@@ -57,11 +58,8 @@ def _marker_writer(settings: Any, app_id: str, datadir: Path, markers: dict[int,
         def flush(self) -> None:
             for partition, offset in self.seen.items():
                 count = min(left.get(partition, 0), _CHUNK)
-                transaction = sdf.processing_context.checkpoint.get_store_transaction(
-                    stream_id=sdf.stream_id, partition=partition)
-                database = sdf.processing_context.state_manager.get_store(
-                    sdf.stream_id).partitions[partition]
-                store = JoinStore(database, transaction, DEFAULT_RETENTION_MS)
+                store = JoinStore(state.database(partition), state.transaction(partition),
+                                  DEFAULT_RETENTION_MS)
                 made = {f"org-{partition}|t-{left[partition] - n}": Marker(
                     f"org-{partition}|t-{left[partition] - n}", watermark_ms,
                     frozenset(os.urandom(16) for _ in range(11))) for n in range(count)}

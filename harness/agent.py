@@ -41,6 +41,7 @@ from schemas.events import (
     SamplingParams,
     ToolCalledPayload,
     TrajectoryEndedPayload,
+    TrajectoryOutcome,
 )
 
 __all__ = ["AgentConfig", "Episode", "run_episode", "run_trajectory"]
@@ -61,7 +62,7 @@ class Episode:
     edit_ids: list[str] = field(default_factory=list)
     questions: int = 0
     turns: int = 0
-    outcome: str = "aborted"
+    outcome: TrajectoryOutcome = "aborted"
     passed: bool | None = None  # hidden tests on the final workspace, when they were run
     isolated: bool | None = None  # whether they (and every run) had the sandbox's isolation
     review: Review | None = None

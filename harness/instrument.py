@@ -21,9 +21,17 @@ __all__ = ["EventSink", "Recorder", "SimClock", "TrajectoryContext"]
 
 EventSink = Callable[[Event], None]
 
+
+
+def _payload_model(event_model: type[BaseModel]) -> type[BaseModel]:
+    payload = event_model.model_fields["payload"].annotation
+    assert isinstance(payload, type) and issubclass(payload, BaseModel), event_model
+    return payload
+
+
 # Each payload model belongs to exactly one event type.
 _EVENT_CLASSES: dict[type[BaseModel], type] = {
-    model.model_fields["payload"].annotation: model for model in EVENT_MODELS.values()}
+    _payload_model(model): model for model in EVENT_MODELS.values()}
 
 
 @dataclass

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict
+from uuid import UUID
 
 from schemas.events import (
     ClarificationAsked,
@@ -28,21 +30,30 @@ from schemas.ids import uuid7
 __all__ = ["sample_trajectory"]
 
 
+class _Envelope(TypedDict):
+    event_id: UUID
+    occurred_at: datetime
+    sent_at: datetime
+    trajectory_id: str
+    session_id: str
+    user: str
+    checkpoint_id: str
+    arm: str
+
+
 def sample_trajectory(
     trajectory_id: str, start: datetime | None = None, checkpoint_id: str = "ckpt-0"
 ) -> list[Event]:
     """One served completion, a valid and a broken tool call, an accepted edit, its persistence
     check, a clarifying question, a follow-up and the end: every event type once."""
     t0 = start or datetime.now(UTC)
-    common = {
-        "trajectory_id": trajectory_id, "session_id": f"session-{trajectory_id}",
-        "user": "user-1", "checkpoint_id": checkpoint_id, "arm": "control",
-    }
 
-    def at(seconds: float) -> dict[str, object]:
+    def at(seconds: float) -> _Envelope:
         when = t0 + timedelta(seconds=seconds)
-        return {"event_id": uuid7(int(when.timestamp() * 1000)), "occurred_at": when,
-                "sent_at": when, **common}
+        return _Envelope(event_id=uuid7(int(when.timestamp() * 1000)), occurred_at=when,
+                         sent_at=when, trajectory_id=trajectory_id,
+                         session_id=f"session-{trajectory_id}", user="user-1",
+                         checkpoint_id=checkpoint_id, arm="control")
 
     return [
         CompletionServed(**at(0), payload=CompletionServedPayload(

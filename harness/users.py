@@ -18,8 +18,10 @@ from harness.instrument import Recorder
 from harness.tasks.base import Task
 from schemas.events import (
     EditDecidedPayload,
+    EditDecision,
     EditPersistencePayload,
     FollowupSentPayload,
+    Sentiment,
 )
 
 __all__ = ["Review", "SimulatedUser", "UserConfig"]
@@ -38,9 +40,9 @@ class UserConfig:
 
 @dataclass(frozen=True)
 class Review:
-    decisions: dict[str, str]  # edit id -> accepted / rejected / reverted
+    decisions: dict[str, EditDecision]  # edit id -> accepted / rejected / reverted
     surviving: dict[int, float]  # horizon -> fraction of edits still in place
-    sentiment: str
+    sentiment: Sentiment
 
 
 class SimulatedUser:
@@ -66,7 +68,7 @@ class SimulatedUser:
         """Decide on each edit, follow up, and check persistence at each horizon."""
         cfg, ended = self.config, recorder.clock.now
         rng = self._rng(recorder, "review")
-        decisions: dict[str, str] = {}
+        decisions: dict[str, EditDecision] = {}
         for edit_id in edit_ids:
             keep = passed != (rng.random() < cfg.decision_noise)
             decisions[edit_id] = "accepted" if keep else ("rejected" if passed else "reverted")
@@ -88,7 +90,7 @@ class SimulatedUser:
             surviving[horizon_s] = sum(alive.values()) / len(alive) if alive else 0.0
         return Review(decisions, surviving, sentiment)
 
-    def _sentiment(self, success: bool, rng: random.Random) -> str:
+    def _sentiment(self, success: bool, rng: random.Random) -> Sentiment:
         if rng.random() < self.config.decision_noise:
             return "neutral"
         return "satisfied" if success else "dissatisfied"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ModelLoadError",
     "build_random_adapter",
+    "decode_text",
     "head_adapter_warnings_off",
     "is_adapter_dir",
     "load_policy",
@@ -92,6 +93,14 @@ def load_policy(
         with head_adapter_warnings_off():
             served = PeftModel.from_pretrained(model, str(path), is_trainable=False)
     return served.to(device).eval(), tokenizer
+
+
+def decode_text(tokenizer: PreTrainedTokenizerBase, token_ids: list[int],
+                skip_special_tokens: bool = False) -> str:
+    """The text of one sequence of token ids (``decode`` is typed for batches of them too)."""
+    text = tokenizer.decode(token_ids, skip_special_tokens=skip_special_tokens)
+    assert isinstance(text, str)  # one sequence decodes to one string
+    return text
 
 
 def build_random_adapter(base_dir: Path, out_dir: Path, seed: int, rank: int = 8,

@@ -19,7 +19,7 @@ Type names are stable strings (``edit.persistence``), never Python import paths.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Final, Literal, get_args
 from uuid import UUID
 
 from pydantic import (
@@ -37,41 +37,33 @@ from schemas import bounds as b
 from schemas.ids import is_uuid7
 
 __all__ = [
-    "EVENT_MODELS",
-    "EVENT_TYPES",
-    "FINISH_REASONS",
-    "SCHEMA_VERSION",
-    "SCHEMA_VERSIONS",
-    "ClarificationAsked",
-    "ClarificationAskedPayload",
-    "CompletionServed",
-    "CompletionServedPayload",
-    "EditDecided",
-    "EditDecidedPayload",
-    "EditPersistence",
-    "EditPersistencePayload",
-    "EditProposed",
-    "EditProposedPayload",
-    "Event",
-    "EventAdapter",
-    "FinishReason",
-    "GATEWAY_PRODUCER",
-    "FollowupSent",
-    "FollowupSentPayload",
-    "SamplingParams",
-    "ToolCalled",
-    "ToolCalledPayload",
-    "TrajectoryEnded",
-    "TrajectoryEndedPayload",
-    "dump_event",
-    "first_error",
-    "parse_event",
-    "with_ingest_fields",
+    "CLARIFICATION_ASKED", "COMPLETION_SERVED", "EDIT_DECIDED", "EDIT_PERSISTENCE",
+    "EDIT_PROPOSED", "EVENT_MODELS", "EVENT_TYPES", "FINISH_REASONS",
+    "FOLLOWUP_SENT", "GATEWAY_PRODUCER",
+    "SCHEMA_VERSION", "SCHEMA_VERSIONS", "TOOL_CALLED", "TRAJECTORY_ENDED", "ClarificationAsked",
+    "ClarificationAskedPayload", "CompletionServed", "CompletionServedPayload", "EditDecided",
+    "EditDecidedPayload", "EditDecision", "EditPersistence", "EditPersistencePayload",
+    "EditProposed", "EditProposedPayload", "Event", "EventAdapter", "FinishReason", "FollowupSent",
+    "FollowupSentPayload", "SamplingParams", "Sentiment", "ToolCalled", "ToolCalledPayload",
+    "ToolErrorKind", "TrajectoryEnded", "TrajectoryEndedPayload", "TrajectoryOutcome",
+    "dump_event", "finish_reason_of", "first_error", "parse_event", "with_ingest_fields",
 ]
 
 SCHEMA_VERSION = 4  # what ingest validates against and stores
 SCHEMA_VERSIONS = (1, 2, 3, 4)  # what clients may name in ``schema_version``
 GATEWAY_PRODUCER = "gateway"  # the producer the gateway stamps on the events it writes
+
+# The event types, as an envelope's ``type`` names them. Plain strings, not an enum: the reward
+# join compares a fact's type with them for every event, where an enum member's lookup costs
+# several times a module constant's.
+COMPLETION_SERVED: Final = "completion.served"
+TOOL_CALLED: Final = "tool.called"
+EDIT_PROPOSED: Final = "edit.proposed"
+EDIT_DECIDED: Final = "edit.decided"
+EDIT_PERSISTENCE: Final = "edit.persistence"
+FOLLOWUP_SENT: Final = "followup.sent"
+CLARIFICATION_ASKED: Final = "clarification.asked"
+TRAJECTORY_ENDED: Final = "trajectory.ended"
 
 
 Identifier = Annotated[str, Field(min_length=1, max_length=b.IDENTIFIER_MAX_CHARS)]
@@ -89,6 +81,17 @@ Timestamp = Annotated[
 ]
 
 
+# The closed sets of payload values, for the code that fills them in.
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+ToolErrorKind = Literal[
+    "malformed_call", "unknown_tool", "bad_arguments", "timeout", "sandbox_violation", "tool_error"
+]
+EditDecision = Literal["accepted", "rejected", "reverted"]
+Sentiment = Literal["dissatisfied", "neutral", "satisfied"]
+TrajectoryOutcome = Literal["completed", "aborted", "error"]
+
+
 class _Strict(BaseModel):
     # allow_inf_nan: NaN and ±inf (JSON's 1e999 parses as inf) are refused in every field.
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -104,9 +107,6 @@ class SamplingParams(_Strict):
     max_tokens: Annotated[int, Field(ge=1, le=b.MAX_COMPLETION_TOKENS)] = 256
     seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
 
-
-FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
-FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
 
 class CompletionServedPayload(_Strict):
     completion_id: Identifier
@@ -130,11 +130,6 @@ class CompletionServedPayload(_Strict):
                 f"completion_token_ids has {len(self.completion_token_ids)}; they must match"
             )
         return self
-
-
-ToolErrorKind = Literal[
-    "malformed_call", "unknown_tool", "bad_arguments", "timeout", "sandbox_violation", "tool_error"
-]
 
 
 class ToolCalledPayload(_Strict):
@@ -161,7 +156,7 @@ class EditProposedPayload(_Strict):
 
 class EditDecidedPayload(_Strict):
     edit_id: Identifier
-    decision: Literal["accepted", "rejected", "reverted"]
+    decision: EditDecision
 
 
 class EditPersistencePayload(_Strict):
@@ -171,7 +166,7 @@ class EditPersistencePayload(_Strict):
 
 
 class FollowupSentPayload(_Strict):
-    sentiment: Literal["dissatisfied", "neutral", "satisfied"]
+    sentiment: Sentiment
 
 
 class ClarificationAskedPayload(_Strict):
@@ -180,7 +175,7 @@ class ClarificationAskedPayload(_Strict):
 
 
 class TrajectoryEndedPayload(_Strict):
-    outcome: Literal["completed", "aborted", "error"]
+    outcome: TrajectoryOutcome
     turns: Annotated[int, Field(ge=0, le=b.MAX_TURNS)]
     task_family: Identifier = "default"
 
@@ -256,14 +251,14 @@ class TrajectoryEnded(_Envelope):
 
 
 EVENT_MODELS: dict[str, type[_Envelope]] = {
-    "completion.served": CompletionServed,
-    "tool.called": ToolCalled,
-    "edit.proposed": EditProposed,
-    "edit.decided": EditDecided,
-    "edit.persistence": EditPersistence,
-    "followup.sent": FollowupSent,
-    "clarification.asked": ClarificationAsked,
-    "trajectory.ended": TrajectoryEnded,
+    COMPLETION_SERVED: CompletionServed,
+    TOOL_CALLED: ToolCalled,
+    EDIT_PROPOSED: EditProposed,
+    EDIT_DECIDED: EditDecided,
+    EDIT_PERSISTENCE: EditPersistence,
+    FOLLOWUP_SENT: FollowupSent,
+    CLARIFICATION_ASKED: ClarificationAsked,
+    TRAJECTORY_ENDED: TrajectoryEnded,
 }
 EVENT_TYPES: tuple[str, ...] = tuple(EVENT_MODELS)
 
@@ -284,6 +279,15 @@ def dump_event(event: Event) -> bytes:
     """An event's JSON bytes, exactly ``EventAdapter.dump_json(event)``, from its own model's
     serializer: the union's serializer would look for the model again (twice the time)."""
     return event.__pydantic_serializer__.to_json(event)
+
+
+def finish_reason_of(reported: str | None, missing: FinishReason) -> FinishReason:
+    """The schema's finish reason for one a backend or an OpenAI-style API reported: ``missing``
+    when none came, its own (``tool_calls``, ``length`` ...), ``stop`` for one OpenAI does not
+    name."""
+    if reported is None:
+        return missing
+    return next((reason for reason in FINISH_REASONS if reason == reported), "stop")
 
 
 def first_error(error: ValidationError) -> tuple[str, str]:

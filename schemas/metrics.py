@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt
 
 __all__ = [
+    "COMPONENT_METRIC_PREFIX",
     "LATENCY_BUCKET_BOUNDS_MS",
     "METRIC_DESCRIPTIONS",
     "MetricStat",
@@ -49,6 +50,8 @@ METRIC_DESCRIPTIONS: dict[str, str] = {
     "ingest_events": "accepted events (weight = count)",
     "dead_letter_rate": "rejected events per received event",
 }
+# Beside those, each reward component's value per trajectory: ``reward.<component>``.
+COMPONENT_METRIC_PREFIX = "reward."
 
 
 class MetricStat(BaseModel):

@@ -8,11 +8,12 @@ separately, the raw signals they came from, and the event ids they were computed
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
 
-__all__ = ["VALUE_BOUND", "RewardRecord", "Sample", "reward_record_key", "trajectory_key"]
+__all__ = ["VALUE_BOUND", "Component", "RewardRecord", "Sample", "Signal", "reward_record_key",
+           "trajectory_key"]
 
 # Rewards and measurements stay far inside a float's range, so sums of their squares over any
 # window or batch stay finite: a record holding 1e308 would turn the monitors' window statistics
@@ -20,6 +21,56 @@ __all__ = ["VALUE_BOUND", "RewardRecord", "Sample", "reward_record_key", "trajec
 VALUE_BOUND = 1e100
 Measurement = Annotated[float, Field(ge=0.0, le=VALUE_BOUND)]  # counts, fractions, milliseconds
 Reward = Annotated[float, Field(ge=-VALUE_BOUND, le=VALUE_BOUND)]
+
+
+class Signal:
+    """The names of a record's ``signals``: raw measurements of its trajectory (what each
+    counts: ``streams/REWARDS.md``). Plain strings, as they appear in the record."""
+
+    COMPLETIONS: Final = "completions"
+    COMPLETIONS_FAILED: Final = "completions_failed"  # finished by abort or error
+    EDITS_PROPOSED: Final = "edits_proposed"
+    EDITS_ACCEPTED: Final = "edits_accepted"
+    EDITS_REJECTED: Final = "edits_rejected"
+    EDITS_REVERTED: Final = "edits_reverted"
+    EDITS_UNDECIDED: Final = "edits_undecided"
+    KEPT_FRACTION: Final = "kept_fraction"  # share of proposed edits kept, longest horizon
+    PERSISTENCE_CHECKS: Final = "persistence_checks"
+    PERSISTENCE_MISSING: Final = "persistence_missing"
+    TOOL_CALLS: Final = "tool_calls"
+    BROKEN_TOOL_CALLS: Final = "broken_tool_calls"
+    CLARIFICATIONS: Final = "clarifications"
+    CLARIFICATIONS_UNAMBIGUOUS: Final = "clarifications_unambiguous"
+    FOLLOWUPS: Final = "followups"
+    DISSATISFIED_FOLLOWUPS: Final = "dissatisfied_followups"
+    LATENCY_MS_MEAN: Final = "latency_ms_mean"
+    TTFT_MS_MEAN: Final = "ttft_ms_mean"
+    TURNS: Final = "turns"
+
+    @staticmethod
+    def kept_fraction_at(horizon_s: int) -> str:
+        """The share of proposed edits kept at one horizon of the spec."""
+        return f"kept_fraction_{horizon_s}s"
+
+
+class Component:
+    """The names of a record's ``components``: the spec's weighted terms, each one weight times
+    one signal (``streams/REWARDS.md``). Plain strings, as they appear in the record."""
+
+    ACCEPTED_EDITS: Final = "accepted_edits"
+    REJECTED_EDITS: Final = "rejected_edits"
+    REVERTED_EDITS: Final = "reverted_edits"
+    DISSATISFIED_FOLLOWUPS: Final = "dissatisfied_followups"
+    LATENCY: Final = "latency"
+    BROKEN_TOOL_CALLS: Final = "broken_tool_calls"
+    DEFERRED_EDITS: Final = "deferred_edits"  # clarifying questions on unambiguous requests
+    TURNS: Final = "turns"
+    OUTCOME: Final = "outcome"
+
+    @staticmethod
+    def kept_at(horizon_s: int) -> str:
+        """The term of the edits kept at one horizon of the spec."""
+        return f"kept_{horizon_s}s"
 
 
 class _Strict(BaseModel):

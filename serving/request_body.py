@@ -5,7 +5,7 @@ APIs) parsed as one bounded JSON object, so a malformed request gets a 4xx namin
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterable, Sequence
+from collections.abc import AsyncIterable, Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI
@@ -90,7 +90,7 @@ def validation_message(errors: Sequence[Any]) -> str:
     return f"{field or '(body)'}: {problem}" if errors else problem
 
 
-def openapi_document(app: FastAPI, bodies: dict[str, type[BaseModel]]) -> dict[str, Any]:
+def openapi_document(app: FastAPI, bodies: Mapping[str, type[BaseModel]]) -> dict[str, Any]:
     """FastAPI's document plus the JSON request bodies of the routes (by path) that read their
     body themselves with :func:`json_object`, to bound it before parsing."""
     if app.openapi_schema:

@@ -23,7 +23,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from schemas.bounds import org_id_problem
-from schemas.events import Event, first_error, parse_event
+from schemas.events import (
+    CLARIFICATION_ASKED,
+    COMPLETION_SERVED,
+    EDIT_DECIDED,
+    EDIT_PERSISTENCE,
+    EDIT_PROPOSED,
+    FOLLOWUP_SENT,
+    TOOL_CALLED,
+    TRAJECTORY_ENDED,
+    Event,
+    first_error,
+    parse_event,
+)
 from schemas.quarantine import EMPTY_VALUE
 from schemas.rewards import trajectory_key
 from streams.errors import MalformedEventError
@@ -36,20 +48,20 @@ _MS = timedelta(milliseconds=1)
 # Per event type, the payload fields the reward reads under their short stored names. Written
 # out per type: this runs once per event, and plain attribute reads are the cheapest form.
 _PAYLOAD_DATA: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "completion.served": lambda p: {
+    COMPLETION_SERVED: lambda p: {
         "cid": p.completion_id, "prompt": p.prompt_token_ids, "tokens": p.completion_token_ids,
         "logprobs": p.behaviour_logprobs, "ttft_ms": p.ttft_ms, "latency_ms": p.latency_ms,
         "finish": p.finish_reason, "temperature": p.sampling.temperature,
         "top_p": p.sampling.top_p, "top_k": p.sampling.top_k},
-    "tool.called": lambda p: {"valid": p.valid, "error": p.error_kind},
-    "edit.proposed": lambda p: {"edit": p.edit_id},
-    "edit.decided": lambda p: {"edit": p.edit_id, "decision": p.decision},
-    "edit.persistence": lambda p: {"edit": p.edit_id, "horizon_s": p.horizon_s,
-                                   "fraction": p.surviving_fraction},
-    "followup.sent": lambda p: {"sentiment": p.sentiment},
-    "clarification.asked": lambda p: {"ambiguity": p.request_ambiguity},
-    "trajectory.ended": lambda p: {"outcome": p.outcome, "turns": p.turns,
-                                   "family": p.task_family},
+    TOOL_CALLED: lambda p: {"valid": p.valid, "error": p.error_kind},
+    EDIT_PROPOSED: lambda p: {"edit": p.edit_id},
+    EDIT_DECIDED: lambda p: {"edit": p.edit_id, "decision": p.decision},
+    EDIT_PERSISTENCE: lambda p: {"edit": p.edit_id, "horizon_s": p.horizon_s,
+                                 "fraction": p.surviving_fraction},
+    FOLLOWUP_SENT: lambda p: {"sentiment": p.sentiment},
+    CLARIFICATION_ASKED: lambda p: {"ambiguity": p.request_ambiguity},
+    TRAJECTORY_ENDED: lambda p: {"outcome": p.outcome, "turns": p.turns,
+                                 "family": p.task_family},
 }
 # Event times a consumer accepts whatever ingest allowed: far outside them, event-time arithmetic
 # (deadlines, windows) would leave the range of a datetime.
@@ -138,7 +150,7 @@ def fact_from_event(event: Event, offset: int) -> Fact:
 
 def _fact(event: Event, time_ms: int, offset: int) -> Fact:
     data = _PAYLOAD_DATA[event.type](event.payload)
-    if event.type == "completion.served":
+    if event.type == COMPLETION_SERVED:
         data["producer"] = event.producer  # the trainer learns only from the gateway's
     org_id = event.org_id
     assert org_id is not None  # read_event refuses

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from schemas.events import EDIT_DECIDED, EDIT_PERSISTENCE, EDIT_PROPOSED, TRAJECTORY_ENDED
 from streams.facts import Fact
 from streams.spec import RewardSpec
 
@@ -29,8 +30,7 @@ __all__ = [
 ]
 
 # Only these event types can make a trajectory complete; the others never change the answer.
-COMPLETENESS_TYPES = frozenset(
-    {"trajectory.ended", "edit.proposed", "edit.decided", "edit.persistence"})
+COMPLETENESS_TYPES = frozenset({TRAJECTORY_ENDED, EDIT_PROPOSED, EDIT_DECIDED, EDIT_PERSISTENCE})
 
 
 def _order(fact: Fact) -> tuple[int, str]:
@@ -59,17 +59,17 @@ class Trajectory:
         if fact.time_ms > self.last_time_ms:
             self.last_time_ms = fact.time_ms
         kind = fact.type
-        if kind == "trajectory.ended":
+        if kind == TRAJECTORY_ENDED:
             if self.ended is None or _order(fact) < _order(self.ended):
                 self.ended = fact
-        elif kind == "edit.proposed":
+        elif kind == EDIT_PROPOSED:
             self.proposed.add(fact.data["edit"])
-        elif kind == "edit.decided":
+        elif kind == EDIT_DECIDED:
             edit = fact.data["edit"]
             current = self.decided.get(edit)
             if current is None or _order(current) < _order(fact):
                 self.decided[edit] = fact
-        elif kind == "edit.persistence":
+        elif kind == EDIT_PERSISTENCE:
             self.checked.add((fact.data["edit"], fact.data["horizon_s"]))
 
     def _rederive(self) -> None:
@@ -113,16 +113,16 @@ def ordered_facts(state: Trajectory) -> list[Fact]:
 
 def ended_fact(facts: list[Fact]) -> Fact | None:
     """The first ``trajectory.ended`` of ordered facts (a client may send two)."""
-    return next((fact for fact in facts if fact.type == "trajectory.ended"), None)
+    return next((fact for fact in facts if fact.type == TRAJECTORY_ENDED), None)
 
 
 def edit_decisions(facts: list[Fact]) -> dict[str, str | None]:
     """Each edit the trajectory knows of and its latest decision (None while undecided)."""
     decisions: dict[str, str | None] = {}
     for fact in facts:
-        if fact.type == "edit.proposed":
+        if fact.type == EDIT_PROPOSED:
             decisions.setdefault(fact.data["edit"], None)
-        elif fact.type == "edit.decided":
+        elif fact.type == EDIT_DECIDED:
             decisions[fact.data["edit"]] = fact.data["decision"]
     return decisions
 

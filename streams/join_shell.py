@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from quixstreams.sinks import BaseSink
-
 from schemas.quarantine import Quarantined, quarantine_message
 from schemas.rewards import reward_record_key
 from schemas.topics import topic_name
 from streams.join import PartitionJoin, Step
 from streams.join_store import JoinStore
+from streams.quix_seam import QuixState, RecordHeaders, Sink, StateDatabase, StateTransaction
 from streams.spec import RewardSpec
 
 __all__ = ["CONSUMER_NAME", "JoinShell", "WorkerTotals"]
@@ -72,17 +71,17 @@ class WorkerTotals:
 class _Partition:
     join: PartitionJoin
     store: JoinStore
-    transaction: Any
-    checkpoint: Any = None  # the application's checkpoint that ``transaction`` belongs to
+    transaction: StateTransaction
+    checkpoint: object = None  # the application's checkpoint that ``transaction`` belongs to
     offsets: tuple[int, int] | None = None  # first and last offset since the last flush
 
 
-class JoinShell(BaseSink):
+class JoinShell(Sink):
     """See the module docstring. ``stop_when`` (for in-process runs) is asked after each
     record and checkpoint whether the application should stop."""
 
     def __init__(self, spec: RewardSpec, topic_prefix: str, retention_ms: int,
-                 processing: Any, stream_id: str,
+                 state: QuixState,
                  stop_when: Callable[[WorkerTotals], bool] | None = None) -> None:
         super().__init__()
         self.spec = spec
@@ -91,8 +90,7 @@ class JoinShell(BaseSink):
         self.source_topic = topic_name(topic_prefix, "events.raw")
         self.rewards_topic = topic_name(topic_prefix, "rewards")
         self.late_topic = topic_name(topic_prefix, "events.late")
-        self.processing = processing  # the application's ProcessingContext
-        self.stream_id = stream_id
+        self.state = state
         self.stop_when = stop_when
         self.stop: Callable[[], None] = lambda: None  # set by the application's builder
         self.totals = WorkerTotals()
@@ -102,10 +100,10 @@ class JoinShell(BaseSink):
 
     # ----------------------------------------------------------------------------- per record
 
-    def add(self, value: Any, key: Any, timestamp: int, headers: Any, topic: str,
-            partition: int, offset: int) -> None:
+    def add(self, value: bytes | None, key: bytes | None, timestamp: int,
+            headers: RecordHeaders, topic: str, partition: int, offset: int) -> None:
         slot = self._partitions.get(partition)
-        if slot is None or slot.checkpoint is not self.processing.checkpoint:
+        if slot is None or slot.checkpoint is not self.state.checkpoint():
             # A checkpoint hands out one transaction per partition and keeps it: the slot
             # is looked at again only when the checkpoint changes.
             slot = self._slot(partition)
@@ -124,19 +122,19 @@ class JoinShell(BaseSink):
                 self.stop()
 
     def _slot(self, partition: int) -> _Partition:
-        checkpoint = self.processing.checkpoint
-        transaction = checkpoint.get_store_transaction(stream_id=self.stream_id,
-                                                       partition=partition)
+        checkpoint = self.state.checkpoint()
+        transaction = self.state.transaction(partition)
         slot = self._partitions.get(partition)
         if slot is None or slot.transaction is not transaction:
             slot = self._renew(partition, slot, transaction)
         slot.checkpoint = checkpoint
         return slot
 
-    def _renew(self, partition: int, slot: _Partition | None, transaction: Any) -> _Partition:
+    def _renew(self, partition: int, slot: _Partition | None,
+               transaction: StateTransaction) -> _Partition:
         """The partition's slot for a new transaction: kept if its join is still the stored
         one, else restored from the store."""
-        database = self.processing.state_manager.get_store(self.stream_id).partitions[partition]
+        database = self.state.database(partition)
         if slot is not None:
             slot.store.database = database
             slot.store.use(transaction)
@@ -145,7 +143,8 @@ class JoinShell(BaseSink):
                 return slot
         return self._restore(partition, database, transaction)
 
-    def _restore(self, partition: int, database: Any, transaction: Any) -> _Partition:
+    def _restore(self, partition: int, database: StateDatabase,
+                 transaction: StateTransaction) -> _Partition:
         started = time.monotonic()
         store = JoinStore(database, transaction, self.retention_ms)
         checkpoint = store.checkpoint()
@@ -161,7 +160,7 @@ class JoinShell(BaseSink):
         return slot
 
     def _send(self, partition: int, step: Step) -> None:
-        produce = self.processing.producer.produce
+        produce = self.state.produce
         totals = self.totals
         for record, value in zip(step.records, step.values, strict=True):
             produce(topic=self.rewards_topic, value=value, key=reward_record_key(

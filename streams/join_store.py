@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
@@ -38,6 +37,7 @@ from streams.join_codec import (
     encode_marker,
     encode_trajectory,
 )
+from streams.quix_seam import StateDatabase, StateTransaction
 
 __all__ = ["JoinStore", "StateSize"]
 
@@ -69,7 +69,8 @@ class JoinStore:
     """One partition's join state; ``transaction`` is the current checkpoint's (replaced by
     :meth:`use` for each checkpoint), ``database`` the partition's RocksDB store partition."""
 
-    def __init__(self, database: Any, transaction: Any, retention_ms: int) -> None:
+    def __init__(self, database: StateDatabase, transaction: StateTransaction,
+                 retention_ms: int) -> None:
         self.database = database
         self.transaction = transaction
         self.retention_ms = retention_ms
@@ -77,7 +78,7 @@ class JoinStore:
         markers, marker_bytes = orjson.loads(raw) if raw is not None else (0, 0)
         self.size = StateSize(markers=markers, marker_bytes=marker_bytes)
 
-    def use(self, transaction: Any) -> None:
+    def use(self, transaction: StateTransaction) -> None:
         self.transaction = transaction
 
     def checkpoint(self) -> Checkpoint:

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from schemas.rewards import RewardRecord
+from schemas.events import (
+    CLARIFICATION_ASKED,
+    COMPLETION_SERVED,
+    EDIT_PERSISTENCE,
+    FOLLOWUP_SENT,
+    TOOL_CALLED,
+)
+from schemas.rewards import Component, RewardRecord, Signal
 from streams.facts import Fact, ms_to_datetime
 from streams.fold import Trajectory, edit_decisions, ended_fact, ordered_facts
 from streams.spec import RewardSpec
@@ -32,7 +39,7 @@ def _kept_fractions(facts: list[Fact], spec: RewardSpec) -> dict[int, float]:
     decisions = edit_decisions(facts)
     checks: dict[str, dict[int, float]] = {}
     for fact in facts:
-        if fact.type == "edit.persistence":
+        if fact.type == EDIT_PERSISTENCE:
             checks.setdefault(fact.data["edit"], {}).setdefault(
                 fact.data["horizon_s"], fact.data["fraction"])
     kept: dict[int, float] = {}
@@ -62,57 +69,61 @@ def signals(facts: list[Fact], spec: RewardSpec) -> dict[str, float]:
     by_type: dict[str, list[Fact]] = {}
     for fact in facts:
         by_type.setdefault(fact.type, []).append(fact)
-    completions = by_type.get("completion.served", [])
-    tools = by_type.get("tool.called", [])
-    questions = by_type.get("clarification.asked", [])
-    followups = by_type.get("followup.sent", [])
+    completions = by_type.get(COMPLETION_SERVED, [])
+    tools = by_type.get(TOOL_CALLED, [])
+    questions = by_type.get(CLARIFICATION_ASKED, [])
+    followups = by_type.get(FOLLOWUP_SENT, [])
     by_edit = edit_decisions(facts)
     decisions = list(by_edit.values())
     ended = ended_fact(facts)
     kept = _kept_fractions(facts, spec)
-    checked = {(f.data["edit"], f.data["horizon_s"]) for f in by_type.get("edit.persistence", [])}
+    checked = {(f.data["edit"], f.data["horizon_s"]) for f in by_type.get(EDIT_PERSISTENCE, [])}
     expected = {(edit, h) for edit, decision in by_edit.items() if decision == "accepted"
                 for h in spec.horizons_s}
     values: dict[str, float] = {
-        "completions": len(completions),
-        "completions_failed": sum(f.data["finish"] in ("abort", "error") for f in completions),
-        "edits_proposed": len(decisions),
-        "edits_accepted": decisions.count("accepted"),
-        "edits_rejected": decisions.count("rejected"),
-        "edits_reverted": decisions.count("reverted"),
-        "edits_undecided": decisions.count(None),
-        "kept_fraction": kept[spec.max_horizon_s],
-        "persistence_checks": len(checked),
-        "persistence_missing": len(expected - checked),
-        "tool_calls": len(tools),
-        "broken_tool_calls": sum(not f.data["valid"] for f in tools),
-        "clarifications": len(questions),
-        "clarifications_unambiguous": sum(_unambiguous(f, spec) for f in questions),
-        "followups": len(followups),
-        "dissatisfied_followups": sum(f.data["sentiment"] == "dissatisfied" for f in followups),
-        "latency_ms_mean": _mean([f.data["latency_ms"] for f in completions]),
-        "ttft_ms_mean": _mean([f.data["ttft_ms"] for f in completions]),
-        "turns": ended.data["turns"] if ended is not None else len(completions),
+        Signal.COMPLETIONS: len(completions),
+        Signal.COMPLETIONS_FAILED: sum(f.data["finish"] in ("abort", "error")
+                                       for f in completions),
+        Signal.EDITS_PROPOSED: len(decisions),
+        Signal.EDITS_ACCEPTED: decisions.count("accepted"),
+        Signal.EDITS_REJECTED: decisions.count("rejected"),
+        Signal.EDITS_REVERTED: decisions.count("reverted"),
+        Signal.EDITS_UNDECIDED: decisions.count(None),
+        Signal.KEPT_FRACTION: kept[spec.max_horizon_s],
+        Signal.PERSISTENCE_CHECKS: len(checked),
+        Signal.PERSISTENCE_MISSING: len(expected - checked),
+        Signal.TOOL_CALLS: len(tools),
+        Signal.BROKEN_TOOL_CALLS: sum(not f.data["valid"] for f in tools),
+        Signal.CLARIFICATIONS: len(questions),
+        Signal.CLARIFICATIONS_UNAMBIGUOUS: sum(_unambiguous(f, spec) for f in questions),
+        Signal.FOLLOWUPS: len(followups),
+        Signal.DISSATISFIED_FOLLOWUPS: sum(f.data["sentiment"] == "dissatisfied"
+                                           for f in followups),
+        Signal.LATENCY_MS_MEAN: _mean([f.data["latency_ms"] for f in completions]),
+        Signal.TTFT_MS_MEAN: _mean([f.data["ttft_ms"] for f in completions]),
+        Signal.TURNS: ended.data["turns"] if ended is not None else len(completions),
     }
-    values.update({f"kept_fraction_{h}s": fraction for h, fraction in kept.items()})
+    values.update({Signal.kept_fraction_at(h): fraction for h, fraction in kept.items()})
     return {name: float(value) for name, value in values.items()}
 
 
 def components(measured: dict[str, float], outcome: str, spec: RewardSpec) -> dict[str, float]:
     """Each weighted term, in a fixed order; the total is their sum."""
     w = spec.weights
-    terms = {f"kept_{term.horizon_s}s": term.weight * measured[f"kept_fraction_{term.horizon_s}s"]
+    terms = {Component.kept_at(term.horizon_s):
+             term.weight * measured[Signal.kept_fraction_at(term.horizon_s)]
              for term in sorted(spec.kept, key=lambda t: t.horizon_s)}
     terms.update({
-        "accepted_edits": w.accepted_edit * measured["edits_accepted"],
-        "rejected_edits": w.rejected_edit * measured["edits_rejected"],
-        "reverted_edits": w.reverted_edit * measured["edits_reverted"],
-        "dissatisfied_followups": w.dissatisfied_followup * measured["dissatisfied_followups"],
-        "latency": w.latency_s * measured["latency_ms_mean"] / 1000.0,
-        "broken_tool_calls": w.broken_tool_call * measured["broken_tool_calls"],
-        "deferred_edits": w.deferred_edit * measured["clarifications_unambiguous"],
-        "turns": w.turn * measured["turns"],
-        "outcome": getattr(spec.outcome, outcome),
+        Component.ACCEPTED_EDITS: w.accepted_edit * measured[Signal.EDITS_ACCEPTED],
+        Component.REJECTED_EDITS: w.rejected_edit * measured[Signal.EDITS_REJECTED],
+        Component.REVERTED_EDITS: w.reverted_edit * measured[Signal.EDITS_REVERTED],
+        Component.DISSATISFIED_FOLLOWUPS:
+            w.dissatisfied_followup * measured[Signal.DISSATISFIED_FOLLOWUPS],
+        Component.LATENCY: w.latency_s * measured[Signal.LATENCY_MS_MEAN] / 1000.0,
+        Component.BROKEN_TOOL_CALLS: w.broken_tool_call * measured[Signal.BROKEN_TOOL_CALLS],
+        Component.DEFERRED_EDITS: w.deferred_edit * measured[Signal.CLARIFICATIONS_UNAMBIGUOUS],
+        Component.TURNS: w.turn * measured[Signal.TURNS],
+        Component.OUTCOME: getattr(spec.outcome, outcome),
     })
     # A negative weight times zero is -0.0; records read better without the sign.
     return {name: value + 0.0 for name, value in terms.items()}
@@ -124,7 +135,7 @@ def _samples(facts: list[Fact]) -> list[dict[str, Any]]:
     seen: set[str] = set()
     samples = []
     for fact in facts:
-        if fact.type != "completion.served" or fact.data["cid"] in seen:
+        if fact.type != COMPLETION_SERVED or fact.data["cid"] in seen:
             continue
         seen.add(fact.data["cid"])
         d = fact.data
@@ -147,7 +158,7 @@ def reward_record(
     outcome: Outcome = ended.data["outcome"] if ended is not None else "unfinished"
     measured = signals(facts, spec)
     terms = components(measured, outcome, spec)
-    first = next((f for f in facts if f.type == "completion.served"), facts[0])
+    first = next((f for f in facts if f.type == COMPLETION_SERVED), facts[0])
     return RewardRecord.model_validate({
         "trajectory_id": state.trajectory_id,
         "spec_version": spec.version,

@@ -18,7 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from schemas.events import (
+    COMPLETION_SERVED,
+    EDIT_PERSISTENCE,
     GATEWAY_PRODUCER,
+    TOOL_CALLED,
+    TRAJECTORY_ENDED,
     ClarificationAsked,
     ClarificationAskedPayload,
     CompletionServed,
@@ -165,7 +169,7 @@ def _trajectory(rng: random.Random, config: SimConfig, index: int,
 
 def _arrival(rng: random.Random, config: SimConfig, when: datetime, event: Event) -> datetime:
     delay_s = min(rng.expovariate(1 / 2.0), config.max_transport_delay_s)
-    if event.type == "edit.persistence" and rng.random() < config.late_p:
+    if event.type == EDIT_PERSISTENCE and rng.random() < config.late_p:
         delay_s += config.late_delay_s
     return when + timedelta(seconds=delay_s)
 
@@ -199,16 +203,16 @@ _POISON: tuple[tuple[str, Any], ...] = (
     ("json, not an event", lambda e: b'{"hello": "world"}'),
     ("empty", lambda e: b""),
     ("nested 100,000 deep", lambda e: b"[" * 100_000 + b"]" * 100_000),
-    ("non-finite latency", lambda e: json.dumps(_with(e, type="completion.served", payload={
+    ("non-finite latency", lambda e: json.dumps(_with(e, type=COMPLETION_SERVED, payload={
         "completion_id": "c-poison", "model": "sim", "prompt_token_ids": [1],
         "completion_token_ids": [2], "behaviour_logprobs": [-0.1], "ttft_ms": 1.0,
         "latency_ms": 1.0})).encode().replace(b'"latency_ms": 1.0', b'"latency_ms": 1e999')),
-    ("400-digit turns", lambda e: json.dumps(_with(e, type="trajectory.ended", payload={
+    ("400-digit turns", lambda e: json.dumps(_with(e, type=TRAJECTORY_ENDED, payload={
         "outcome": "aborted", "turns": int("9" * 400)})).encode()),
     ("no org (not from ingest)", lambda e: json.dumps(
         {k: v for k, v in e.items() if k != "org_id"}).encode()),
     ("an org id ingest never stamps", lambda e: json.dumps(_with(e, org_id="../etc")).encode()),
-    ("wrong type", lambda e: json.dumps(_with(e, type="tool.called", payload={
+    ("wrong type", lambda e: json.dumps(_with(e, type=TOOL_CALLED, payload={
         "call_id": "k", "tool": "lint", "valid": "yes"})).encode()),
 )
 

@@ -35,6 +35,7 @@ from infra.settings import Settings
 from schemas.topics import REWARD_RECORD_MAX_BYTES, topic_name
 from streams.join import DEFAULT_RETENTION_MS, require_retention
 from streams.join_shell import CONSUMER_NAME, JoinShell, WorkerTotals
+from streams.quix_seam import QuixState
 from streams.spec import RewardSpec
 
 __all__ = [
@@ -186,7 +187,7 @@ def build_app(config: WorkerConfig,
     sdf = app.dataframe(source)
     _register_store(sdf)
     shell = JoinShell(config.spec, settings.topic_prefix, config.retention_ms,
-                      sdf.processing_context, sdf.stream_id, stop_when)
+                      QuixState.of(sdf), stop_when)
     shell.stop = app.stop
     shell_box.append(shell)
     sdf.sink(shell)

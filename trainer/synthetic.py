@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.events import GATEWAY_PRODUCER
-from schemas.rewards import RewardRecord, Sample
+from schemas.rewards import Component, RewardRecord, Sample, Signal
 from trainer.evalsuite import DEFAULT_DEMONSTRATIONS
 
 __all__ = ["synthetic_records"]
@@ -43,7 +43,7 @@ def synthetic_records(tokenizer: Any, count: int, checkpoint_id: str = "base", s
         records.append(RewardRecord(
             trajectory_id=f"syn-{index}", spec_version="synthetic-v1", checkpoint_id=checkpoint_id,
             arm="control", task_family=family, outcome="completed", finalized_by="complete",
-            finalized_at=_AT, samples=[sample], components={"kept_edits": reward}, total=reward,
-            signals={"kept_fraction": reward}, event_ids=[],
+            finalized_at=_AT, samples=[sample], components={Component.OUTCOME: reward},
+            total=reward, signals={Signal.KEPT_FRACTION: reward}, event_ids=[],
         ))
     return records

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.policy.sft import SftConfig
 
-__all__ = ["DEMO_MONITOR_THRESHOLDS", "HACKS", "DemoConfig"]
+__all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "HACKS", "DemoConfig"]
 
 # The --hack variants, each named as the expert demonstration mix it is fine-tuned on.
 HACKS = ("clarify", "broken-calls")
@@ -22,8 +22,9 @@ HACKS = ("clarify", "broken-calls")
 # otherwise look like a collapse); a critical alert also waits until its own 95% interval
 # excludes no change (streams.monitors.detectors). The hacks' shifts clear all three within a
 # window or two.
+DEMO_WINDOW_S = 10
 DEMO_MONITOR_THRESHOLDS = {
-    "window_s": 10,
+    "window_s": DEMO_WINDOW_S,
     "grace_s": 2,
     "threshold": 4.0,
     "min_baseline_n": 15.0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -30,10 +31,14 @@ from schemas.rewards import RewardRecord
 from streams.monitors.abreport import format_report
 from trainer.gate import describe_gate, failed_checks
 
+if TYPE_CHECKING:
+    from trainer.config import TrainConfig
+    from trainer.cycle import TrainingCycle
+
 __all__ = ["CycleRunner", "train_config"]
 
 
-def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
+def train_config(config: DemoConfig, policy_dir: Path) -> TrainConfig:
     from trainer.config import TrainConfig
 
     return TrainConfig(
@@ -49,13 +54,14 @@ def train_config(config: DemoConfig, policy_dir: Path):  # -> TrainConfig
 
 class CycleRunner:
     def __init__(self, config: DemoConfig, console: Console, traffic: Traffic,
-                 reader: RewardReader, training, services: Services, gateway_url: str,
+                 reader: RewardReader, training: TrainingCycle, services: Services,
+                 gateway_url: str,
                  gateway_key: str) -> None:
         self.config = config
         self.console = console
         self.traffic = traffic
         self.reader = reader
-        self.training = training  # trainer.cycle.TrainingCycle, with canary=True
+        self.training = training  # with canary=True
         self.services = services
         self.gateway_url = gateway_url
         self.gateway_key = gateway_key
@@ -118,7 +124,9 @@ class CycleRunner:
         self.cycle = cycle
         registry = self.training.store.read()
         model = self.training.config.model
-        production = registry.production(model).checkpoint_id
+        serving = registry.production(model)
+        assert serving is not None  # TrainingCycle.start registered the base as production
+        production = serving.checkpoint_id
         waiting = registry.canary(model)
         canary = waiting.checkpoint_id if waiting is not None else None
         self._wait({"production": production, "canary": canary or production})

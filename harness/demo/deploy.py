@@ -13,6 +13,7 @@ import httpx
 from harness.demo.services import ServiceError, Services
 from schemas.checkpoints import CheckpointEvent, promotion, rollback
 from schemas.ids import uuid7
+from trainer.registry_io import RegistryStore
 
 __all__ = ["arms_served", "deploy_hack", "wait_served"]
 
@@ -43,7 +44,8 @@ def wait_served(gateway_url: str, api_key: str, wanted: Mapping[str, str], servi
         time.sleep(0.3)
 
 
-def deploy_hack(store, model: str, adapter_dir: Path, base_path: Path, parent_id: str,
+def deploy_hack(store: RegistryStore, model: str, adapter_dir: Path, base_path: Path,
+                parent_id: str,
                 hack: str) -> str:
     """Register the variant as a checkpoint of ``parent_id`` and make it production by hand
     (around the gate and the canary, as an operator could), so its traffic is compared against

@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from schemas.metrics import COMPONENT_METRIC_PREFIX
 from schemas.rewards import RewardRecord
 from streams.monitors.windows import reward_contributions
 
 __all__ = ["CycleFigures", "cycle_figures"]
-
-_COMPONENT = "reward."
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,6 @@ def cycle_figures(records: Sequence[RewardRecord]) -> CycleFigures:
         broken_call_rate=ratio("broken_call_trajectory_rate"),
         clarification_rate=ratio("clarification_rate"),
         latency_ms=ratio("latency_ms"),
-        components={name.removeprefix(_COMPONENT): ratio(name) for name in sorted(sums)
-                    if name.startswith(_COMPONENT)},
+        components={name.removeprefix(COMPONENT_METRIC_PREFIX): ratio(name)
+                    for name in sorted(sums) if name.startswith(COMPONENT_METRIC_PREFIX)},
     )

@@ -18,10 +18,13 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.policy.sft import POLICY_MODEL, SftConfig
 from infra.settings import cache_dir
+
+if TYPE_CHECKING:
+    from trainer.config import TrainConfig
 
 __all__ = ["HACK_SFT_STEPS", "break_edit_calls", "build_hack_adapter", "cached_policy",
            "defer_after_answers", "source_digest"]
@@ -91,8 +94,8 @@ def break_edit_calls(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return broken
 
 
-def build_hack_adapter(mix: str, train_config, learning_rate: float, seed: int,
-                       on_step: Callable[[int, float], None]) -> Path:  # train_config: TrainConfig
+def build_hack_adapter(mix: str, train_config: TrainConfig, learning_rate: float, seed: int,
+                       on_step: Callable[[int, float], None]) -> Path:
     """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
     import torch
 

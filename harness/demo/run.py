@@ -18,11 +18,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
-from harness.demo.config import DEMO_MONITOR_THRESHOLDS, DemoConfig
+from harness.demo.config import DEMO_MONITOR_THRESHOLDS, DEMO_WINDOW_S, DemoConfig
 from harness.demo.cycles import CycleRunner, train_config
 from harness.demo.deploy import deploy_hack, wait_served
 from harness.demo.report import CycleRow, alert_line
@@ -32,6 +40,10 @@ from harness.demo.topics_io import AlertFollower, RewardReader
 from harness.demo.traffic import Traffic
 from schemas.alerts import AlertEvent
 from schemas.rewards import RewardRecord
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
+    from trainer.config import TrainConfig
 
 __all__ = ["run_demo", "new_run_dir"]
 
@@ -52,7 +64,7 @@ def new_run_dir(root: Path) -> tuple[Path, str]:
     return root / f"demo-{stamp}", f"demo-{stamp}."
 
 
-def _bar(console: Console, label: str, total: int) -> tuple[Progress, object]:
+def _bar(console: Console, label: str, total: int) -> tuple[Progress, TaskID]:
     progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                         TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
                         console=console, transient=True)
@@ -73,15 +85,15 @@ def _policy(console: Console, config: DemoConfig) -> Path:
     return path
 
 
-def _hack_adapter(console: Console, config: DemoConfig, trainer_config) -> Path:
+def _hack_adapter(console: Console, hack: str, seed: int, trainer_config: TrainConfig) -> Path:
     from harness.demo.policies import HACK_SFT_STEPS, build_hack_adapter
 
-    progress, bar = _bar(console, f"--hack {config.hack} variant", HACK_SFT_STEPS)
+    progress, bar = _bar(console, f"--hack {hack} variant", HACK_SFT_STEPS)
     with progress:
-        path = build_hack_adapter(config.hack, trainer_config, 5e-3, config.seed,
+        path = build_hack_adapter(hack, trainer_config, 5e-3, seed,
                                   lambda step, loss: progress.update(bar, completed=step + 1,
                                                                      loss=loss))
-    console.print(f"[bold]--hack {config.hack}[/] variant (LoRA over the policy): {path}")
+    console.print(f"[bold]--hack {hack}[/] variant (LoRA over the policy): {path}")
     return path
 
 
@@ -138,7 +150,7 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
         console.print(f"[bold]broker[/] {'started' if owns_broker else 'running'}: "
                       f"{state.describe()}")
         _loop(console, config, settings, prefix, run)
-        time.sleep(2 * DEMO_MONITOR_THRESHOLDS["window_s"])  # let the last windows close
+        time.sleep(2 * DEMO_WINDOW_S)  # let the last windows close
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted after {len(run.rows)} cycle(s); stopping what the "
                       "demo started[/]")
@@ -155,7 +167,7 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
     return run.rows
 
 
-def _stop(console: Console, settings, run: _Run, owns_broker: bool) -> None:
+def _stop(console: Console, settings: Settings, run: _Run, owns_broker: bool) -> None:
     from infra import broker
 
     for close in reversed(run.closers):
@@ -171,7 +183,8 @@ def _stop(console: Console, settings, run: _Run, owns_broker: bool) -> None:
                       "running before the demo")
 
 
-def _loop(console: Console, config: DemoConfig, settings, prefix: str, run: _Run) -> None:
+def _loop(console: Console, config: DemoConfig, settings: Settings, prefix: str,
+          run: _Run) -> None:
     """Everything between the broker and the summary; what it starts, it adds to ``run``."""
     from harness.evals import HarnessEvalSuite
     from infra.topics import create_topics
@@ -181,7 +194,8 @@ def _loop(console: Console, config: DemoConfig, settings, prefix: str, run: _Run
     create_topics(settings)
     policy_dir = _policy(console, config)
     trainer_config = train_config(config, policy_dir)
-    hack_dir = _hack_adapter(console, config, trainer_config) if config.hack else None
+    hack_dir = (_hack_adapter(console, config.hack, config.seed, trainer_config)
+                if config.hack else None)
     def on_restart(name: str, code: int, restarts: int) -> None:
         console.print(f"[yellow]{name} exited with {code}; restarted (restart {restarts}), "
                       f"see {config.log_dir / name}.log[/]")

@@ -23,7 +23,7 @@ from harness.policy.http import HttpPolicy
 from harness.sdk import Telemetry
 from harness.tasks import Task, user_cohort
 from harness.users import SimulatedUser
-from schemas.events import Event
+from schemas.events import TRAJECTORY_ENDED, Event
 
 __all__ = ["Traffic"]
 
@@ -38,7 +38,7 @@ class _TrajectoryBuffer:
         self.events.append(event)
 
     def send(self, telemetry: Telemetry) -> None:
-        ordered = sorted(self.events, key=lambda e: e.type == "trajectory.ended")
+        ordered = sorted(self.events, key=lambda e: e.type == TRAJECTORY_ENDED)
         for event in ordered:
             telemetry.emit(event)
 

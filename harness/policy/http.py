@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import PolicyError
 from harness.instrument import TrajectoryContext
 from harness.policy.base import Completion, Message
 from harness.tools.builtin import tool_definitions
 from harness.tools.calls import ServerVerdict
-from schemas.events import FINISH_REASONS, FinishReason
+from schemas.events import finish_reason_of
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["HttpPolicy", "parse_chat_response"]
 
@@ -50,7 +53,6 @@ def parse_chat_response(body: dict[str, Any], headers: dict[str, str],
     logprobs = [entry["logprob"] for entry in (choice.get("logprobs") or {}).get("content") or []]
     checkpoint = (headers.get("x-rewardstream-checkpoint") or body.get("checkpoint_id")
                   or body.get("model") or "unknown")
-    finish = choice.get("finish_reason") or "stop"
     return Completion(
         text=message.get("content") or "", checkpoint_id=checkpoint,
         model=body.get("model") or checkpoint, completion_id=body.get("id") or "",
@@ -58,7 +60,7 @@ def parse_chat_response(body: dict[str, Any], headers: dict[str, str],
         token_ids=list(choice.get("token_ids") or []),
         logprobs=[min(float(lp), 0.0) for lp in logprobs if lp is not None],
         latency_ms=latency_ms,
-        finish_reason=cast(FinishReason, finish if finish in FINISH_REASONS else "stop"),
+        finish_reason=finish_reason_of(choice.get("finish_reason") or None, missing="stop"),
         temperature=temperature, tool_calls=tuple(message.get("tool_calls") or ()),
         verdicts=_verdicts(body),
     )
@@ -68,7 +70,8 @@ class HttpPolicy:
     emits_completion_events = False
 
     def __init__(self, base_url: str, model: str, api_key: str = "", temperature: float = 1.0,
-                 max_tokens: int = 96, timeout_s: float = 60.0, transport=None) -> None:
+                 max_tokens: int = 96, timeout_s: float = 60.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
         import httpx
 
         self.model = model

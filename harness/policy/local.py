@@ -15,21 +15,25 @@ from typing import TYPE_CHECKING
 
 from harness.instrument import TrajectoryContext
 from harness.policy.base import Completion, Message, render_prompt
+from infra.models import decode_text
+from schemas.events import FinishReason
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = ["LocalPolicy", "encode_prompt"]
 
 
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str) -> list[int]:
     return tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
 class LocalPolicy:
     emits_completion_events = True
 
-    def __init__(self, model, tokenizer, checkpoint_id: str, temperature: float = 1.0,
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                 checkpoint_id: str, temperature: float = 1.0,
                  max_new_tokens: int = 96) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -72,7 +76,7 @@ class LocalPolicy:
         logprobs: list[float] = []
         ttft_ms = 0.0
         past, feed = None, torch.tensor([prompt_ids])
-        finish = "length"
+        finish: FinishReason = "length"
         with torch.no_grad():
             for _ in range(self.max_new_tokens):
                 out = self.model(input_ids=feed, past_key_values=past, use_cache=True)
@@ -85,7 +89,7 @@ class LocalPolicy:
                     finish = "stop"
                     break
                 feed = torch.tensor([[token]])
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        text = decode_text(self.tokenizer, tokens, skip_special_tokens=True)
         return Completion(
             text=text, checkpoint_id=self.checkpoint_id, model=self.checkpoint_id,
             completion_id=f"cmpl-{uuid.uuid4().hex[:16]}", prompt_token_ids=prompt_ids,

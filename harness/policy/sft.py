@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.agent import AgentConfig, run_episode
 from harness.instrument import Recorder, SimClock, TrajectoryContext
@@ -31,6 +31,10 @@ from harness.policy.tiny import TinyModelConfig, build_tiny_model, build_tokeniz
 from harness.tasks import Task, all_tasks, materialise, sample_tasks
 from harness.tools.executor import ToolBox
 from harness.users import SimulatedUser, UserConfig
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = [
     "POLICY_MODEL", "SftConfig", "build_policy", "demonstrations", "encode_examples",
@@ -79,7 +83,7 @@ def demonstrations(mix: str, tasks: list[Task], demos_per_task: int = 1,
     return pairs
 
 
-def encode_examples(tokenizer: Any, pairs: list[tuple[str, str]],
+def encode_examples(tokenizer: PreTrainedTokenizerBase, pairs: list[tuple[str, str]],
                     max_len: int) -> list[tuple[list[int], int]]:
     """Token ids of prompt + completion + EOS, and where the completion starts."""
     encoded = []
@@ -91,7 +95,8 @@ def encode_examples(tokenizer: Any, pairs: list[tuple[str, str]],
     return encoded
 
 
-def _batch(examples: list[tuple[list[int], int]], pad_id: int):
+def _batch(examples: list[tuple[list[int], int]],
+           pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     import torch
 
     width = max(len(ids) for ids, _ in examples)
@@ -112,7 +117,8 @@ def _length_buckets(examples: list[tuple[list[int], int]], batch_size: int,
     return batches
 
 
-def train_sft(model, examples: list[tuple[list[int], int]], pad_id: int, config: SftConfig,
+def train_sft(model: PreTrainedModel, examples: list[tuple[list[int], int]], pad_id: int,
+              config: SftConfig,
               on_step: Callable[[int, float], None] = lambda step, loss: None) -> float:
     """Completion-only next-token loss; returns the mean loss of the last 20 steps."""
     import torch
@@ -142,7 +148,8 @@ def train_sft(model, examples: list[tuple[list[int], int]], pad_id: int, config:
 
 def build_policy(out_dir: Path, config: SftConfig = SftConfig(),
                  model_config: TinyModelConfig = POLICY_MODEL,
-                 on_step: Callable[[int, float], None] = lambda step, loss: None) -> dict:
+                 on_step: Callable[[int, float], None] = lambda step, loss: None
+                 ) -> dict[str, Any]:
     """Tokenizer + tiny model + SFT on expert demonstrations, saved to ``out_dir``."""
     import torch
     from transformers import AutoModelForCausalLM

@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 __all__ = ["TinyModelConfig", "build_tiny_model", "build_tokenizer"]
 
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
 
 
-def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512):  # -> PreTrainedTokenizerFast
+def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on ``corpus`` (any text encodes; nothing is unknown)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -45,7 +49,8 @@ class TinyModelConfig:
     seed: int = 0
 
 
-def build_tiny_model(tokenizer, out_dir: Path, config: TinyModelConfig = TinyModelConfig()) -> Path:
+def build_tiny_model(tokenizer: PreTrainedTokenizerBase, out_dir: Path,
+                     config: TinyModelConfig = TinyModelConfig()) -> Path:
     """Initialise a Llama-architecture model for ``tokenizer`` and save both to ``out_dir``."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

@@ -253,26 +253,25 @@ class Telemetry(EventConstructors):
         max_attempts, budget_s = self._retry_budget
         while time.monotonic() < self._deadline_s:
             retry_after_s, response, body = None, None, self._body(events)
+            attempts += 1
             try:
                 response = self._http.post(self._urls[self._endpoint], content=body,
                                            headers=self._headers)
             except Exception as exc:  # httpx's errors, or anything a transport raises
                 failure = f"send failed ({type(exc).__name__}: {exc})"
-                action = Action.RETRY
             else:
                 failure = f"server answered {response.status_code}"
                 action = classify(response.status_code)
                 retry_after_s = parse_retry_after_s(response.headers.get("retry-after"))
-            attempts += 1
-            if action is Action.DONE:
-                self._record(response, len(events))
-                return True
-            if action is Action.SPLIT and len(events) > 1:
-                half = len(events) // 2
-                return self._deliver(events[:half]) and self._deliver(events[half:])
-            if action is not Action.RETRY:
-                return self._give_up("dropped_undeliverable", len(events),
-                                     f"{failure}: {response.text[:300]}")
+                if action is Action.DONE:
+                    self._record(response, len(events))
+                    return True
+                if action is Action.SPLIT and len(events) > 1:
+                    half = len(events) // 2
+                    return self._deliver(events[:half]) and self._deliver(events[half:])
+                if action is not Action.RETRY:
+                    return self._give_up("dropped_undeliverable", len(events),
+                                         f"{failure}: {response.text[:300]}")
             delay_s = backoff_delay_s(attempts - 1, *self._backoff, retry_after_s,
                                       random.random())
             if attempts >= max_attempts or time.monotonic() + delay_s - started_s > budget_s:

@@ -47,7 +47,7 @@ class EventConstructors:
         self, trajectory: Trajectory, *, completion_id: str, model: str,
         prompt_token_ids: Sequence[int], completion_token_ids: Sequence[int],
         behaviour_logprobs: Sequence[float], ttft_ms: float, latency_ms: float,
-        sampling: ev.SamplingParams | None = None, finish_reason: str = "stop",
+        sampling: ev.SamplingParams | None = None, finish_reason: ev.FinishReason = "stop",
         occurred_at: datetime | None = None,
     ) -> UUID:
         payload = ev.CompletionServedPayload(
@@ -59,7 +59,7 @@ class EventConstructors:
 
     def tool_called(
         self, trajectory: Trajectory, *, call_id: str, tool: str, valid: bool,
-        error_kind: str | None = None, duration_ms: float = 0.0,
+        error_kind: ev.ToolErrorKind | None = None, duration_ms: float = 0.0,
         parallel_group: int | None = None, occurred_at: datetime | None = None,
     ) -> UUID:
         payload = ev.ToolCalledPayload(
@@ -76,7 +76,7 @@ class EventConstructors:
         return self._new(ev.EditProposed, trajectory, payload, occurred_at)
 
     def edit_decided(
-        self, trajectory: Trajectory, *, edit_id: str, decision: str,
+        self, trajectory: Trajectory, *, edit_id: str, decision: ev.EditDecision,
         occurred_at: datetime | None = None,
     ) -> UUID:
         payload = ev.EditDecidedPayload(edit_id=edit_id, decision=decision)
@@ -91,7 +91,8 @@ class EventConstructors:
         return self._new(ev.EditPersistence, trajectory, payload, occurred_at)
 
     def followup_sent(
-        self, trajectory: Trajectory, *, sentiment: str, occurred_at: datetime | None = None,
+        self, trajectory: Trajectory, *, sentiment: ev.Sentiment,
+        occurred_at: datetime | None = None,
     ) -> UUID:
         return self._new(ev.FollowupSent, trajectory, ev.FollowupSentPayload(sentiment=sentiment),
                          occurred_at)
@@ -104,7 +105,8 @@ class EventConstructors:
         return self._new(ev.ClarificationAsked, trajectory, payload, occurred_at)
 
     def trajectory_ended(
-        self, trajectory: Trajectory, *, outcome: str, turns: int, task_family: str = "default",
+        self, trajectory: Trajectory, *, outcome: ev.TrajectoryOutcome, turns: int,
+        task_family: str = "default",
         occurred_at: datetime | None = None,
     ) -> UUID:
         payload = ev.TrajectoryEndedPayload(outcome=outcome, turns=turns, task_family=task_family)

@@ -30,6 +30,7 @@ from harness.tools.edits import (
 )
 from harness.tools.sandbox import SandboxLimits, run_sandboxed
 from harness.tools.workspace import Workspace
+from schemas.events import ToolErrorKind
 from schemas.tooldefs import ToolDef
 
 __all__ = ["TOOL_SPECS", "ToolOutput", "tool_definitions", "tool_function"]
@@ -42,7 +43,7 @@ _MAX_HITS = 12
 class ToolOutput:
     observation: str
     edit: EditSummary | None = None
-    error_kind: str | None = None  # set by tools that ran but hit a limit (run: "timeout")
+    error_kind: ToolErrorKind | None = None  # set by tools that ran but hit a limit ("timeout")
 
 
 def _with_fixes(text: str, ws: Workspace, paths: list[str]) -> str:

@@ -120,7 +120,7 @@ def action_from_tool_calls(content: str, tool_calls: Sequence[Mapping[str, Any]]
         call_id, function = call.get("id"), call.get("function") or {}
         name, arguments = function.get("name") or "", function.get("arguments") or "{}"
         raw = format_call(name, arguments)
-        verdict = judged.get(call_id)
+        verdict = judged.get(call_id) if call_id is not None else None
         if verdict is not None:
             calls.append(BrokenCall(raw, verdict.tool, verdict.error_kind, verdict.reason,
                                     recorded=True, call_id=call_id))

@@ -12,6 +12,7 @@ from harness.tools.calls import BrokenCall, ToolCall
 from harness.tools.edits import EditSummary
 from harness.tools.sandbox import SandboxLimits
 from harness.tools.workspace import Workspace
+from schemas.events import ToolErrorKind
 
 __all__ = ["CallOutcome", "ToolBox"]
 
@@ -20,7 +21,7 @@ __all__ = ["CallOutcome", "ToolBox"]
 class CallOutcome:
     tool: str
     valid: bool
-    error_kind: str | None
+    error_kind: ToolErrorKind | None
     observation: str
     duration_ms: float = 0.0
     parallel_group: int | None = None

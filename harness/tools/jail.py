@@ -271,7 +271,7 @@ def _run_unisolated(argv: list[str], settings: Settings) -> dict[str, str]:
     try:
         command = _spawn(argv)
     except OSError as exc:
-        return {"error": exc.strerror}
+        return {"error": exc.strerror or str(exc)}
     report = {"disk_full": "0"}
     try:
         while "wait_status" not in report:

@@ -30,7 +30,7 @@ class JailRun:
 def _read_capped(stream: IO[bytes], cap_bytes: int, chunks: list[bytes],
                  over: threading.Event) -> None:
     size = 0
-    while block := stream.read1(4096):
+    while block := os.read(stream.fileno(), 4096):  # what has arrived, up to 4 KiB
         if size < cap_bytes:
             chunks.append(block[: cap_bytes - size])
         size += len(block)
@@ -84,7 +84,9 @@ def run_jail(python: str, workdir: Path, settings: list[str], argv: list[str],
         raise
     finally:
         os.close(status_w)
-    if stdin:
+    # Opened with pipes: stdout always, stdin when there is something to feed it.
+    assert proc.stdout is not None and (proc.stdin is not None or not stdin)
+    if stdin and proc.stdin is not None:
         try:
             proc.stdin.write(stdin)
             proc.stdin.close()

@@ -244,15 +244,16 @@ def run_sandboxed(
                          skipped_links=tuple(skipped))
     finally:
         shutil.rmtree(copy.parent, ignore_errors=True)
-    common = {"output": launch.output, "isolated": isolate, "skipped_links": tuple(skipped),
-              "disk_full": launch.report.get("disk_full") == "1"}
+    stopped = RunResult(None, launch.output, None, isolated=isolate,
+                        skipped_links=tuple(skipped),
+                        disk_full=launch.report.get("disk_full") == "1")
     if launch.output_over:
-        return RunResult(None, error=f"output exceeded {limits.max_output_bytes} bytes; the "
-                         "command was stopped", output_truncated=True, **common)
+        return replace(stopped, error=f"output exceeded {limits.max_output_bytes} bytes; the "
+                       "command was stopped", output_truncated=True)
     if launch.timed_out:
-        return RunResult(None, error=f"timed out after {limits.timeout_s:g} s; the command was "
-                         "stopped", timed_out=True, **common)
+        return replace(stopped, error=f"timed out after {limits.timeout_s:g} s; the command was "
+                       "stopped", timed_out=True)
     if "wait_status" not in launch.report:
-        return RunResult(None, error=launch.report.get("error", "the sandbox failed"), **common)
+        return replace(stopped, error=launch.report.get("error", "the sandbox failed"))
     returncode = os.waitstatus_to_exitcode(int(launch.report["wait_status"]))
-    return RunResult(returncode, error=_limit_note(launch, returncode, limits), **common)
+    return replace(stopped, returncode=returncode, error=_limit_note(launch, returncode, limits))

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from schemas.alert_lifecycle import AlertState, acknowledge, lift_silence, resolve, silence_alert
 from schemas.checkpoints import Registry, rollback
 from schemas.errors import AlertActionError, RegistryError
+from schemas.metrics import COMPONENT_METRIC_PREFIX
 from serving.console.auth import Staff, StaffAuth, client_address
 from serving.console.grants import FLEET
 from serving.console.metrics import console_registry
@@ -180,7 +181,7 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
     @app.get("/api/series")
     def series(metric: str, scope: str = "rewards", staff: Staff = viewer) -> dict[str, Any]:
         known = REWARD_METRICS if scope == "rewards" else INGEST_METRICS
-        if metric not in known and not metric.startswith("reward."):
+        if metric not in known and not metric.startswith(COMPONENT_METRIC_PREFIX):
             raise HTTPException(422, f"metric {metric!r}: not a {scope} metric; see /api/metrics")
         return {"metric": metric, "scope": scope,
                 "series": state.series_view(scope, metric, staff.grant)}

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from schemas.tooldefs import ToolRequestError, parse_tool_request
 from serving.engine.chat import render_chat, renders_tools
@@ -47,8 +47,9 @@ from serving.sse import sse_data, sse_done
 __all__ = ["create_engine_app"]
 
 _MAX_REQUEST_BYTES = 8 << 20
-_BODIES = {"/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
-           "/v1/load_lora_adapter": LoraRequest, "/v1/unload_lora_adapter": LoraRequest}
+_BODIES: dict[str, type[BaseModel]] = {
+    "/v1/completions": CompletionRequest, "/v1/chat/completions": ChatRequest,
+    "/v1/load_lora_adapter": LoraRequest, "/v1/unload_lora_adapter": LoraRequest}
 _Request = TypeVar("_Request", CompletionRequest, ChatRequest, LoraRequest)
 
 
@@ -188,7 +189,7 @@ class _Engine:
             if parsed.tool_calls:
                 message = {"content": parsed.content.strip() or None,
                            "tool_calls": parsed.tool_calls}
-        response = {
+        response: dict[str, Any] = {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()), "model": body.model,
@@ -229,8 +230,8 @@ def create_engine_app(engine: TorchGenerator, served_model_name: str,
         return JSONResponse(exc.body(), status_code=exc.status_code)
 
     async def _unreadable(_request: Any, exc: Exception) -> JSONResponse:
-        status: int = exc.status_code
-        return JSONResponse(error_body(str(exc), INVALID_REQUEST), status_code=status)
+        assert isinstance(exc, BODY_ERRORS)  # registered for these alone
+        return JSONResponse(error_body(str(exc), INVALID_REQUEST), status_code=exc.status_code)
 
     for error in BODY_ERRORS:
         app.add_exception_handler(error, _unreadable)

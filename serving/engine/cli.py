@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from schemas.toolcalls import SYNTAXES
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 ToolCallParser = StrEnum("ToolCallParser", {name: name for name in SYNTAXES})  # type: ignore[misc]
 
@@ -16,7 +20,7 @@ __all__ = ["build_engine_app", "register"]
 
 def build_engine_app(model: Path, served_model_name: str | None = None, dtype: str = "float32",
                      device: str = "cpu", token_delay_ms: float = 0.0,
-                     tool_call_parser: str = "hermes", merged_adapters: int = 2):  # -> FastAPI
+                     tool_call_parser: str = "hermes", merged_adapters: int = 2) -> FastAPI:
     from serving.engine.app import create_engine_app
     from serving.engine.generator import TorchGenerator
 

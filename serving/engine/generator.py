@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from infra.models import is_adapter_dir, load_policy
+from infra.models import ModelLoadError, is_adapter_dir, load_policy
 from serving.engine.adapters import AdapterSet
 from serving.engine.errors import AdapterNotFound, UnsupportedRequest
 from serving.engine.sampling import GREEDY_BELOW, LogitShift, choose_token, processed_logprobs
@@ -72,7 +72,12 @@ class TorchGenerator:
         self.token_delay_s = token_delay_s
         config = base.config
         self.max_positions: int = int(getattr(config, "max_position_embeddings", 2048))
-        self.vocabulary_size: int = int(base.get_input_embeddings().num_embeddings)
+        embeddings = base.get_input_embeddings()
+        if not isinstance(embeddings, torch.nn.Embedding):
+            raise ModelLoadError(f"{model_dir}: the engine reads the vocabulary size from an input "
+                                 f"embedding table, and this model's is a "
+                                 f"{type(embeddings).__name__}")
+        self.vocabulary_size: int = embeddings.num_embeddings
         eos = base.generation_config.eos_token_id
         self._eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         self._eos_ids.add(self.tokenizer.eos_token_id)

@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from infra.settings import Settings
 from schemas.checkpoints import CheckpointEvent, Registry
+from schemas.events import Event, FinishReason, finish_reason_of
 from schemas.ids import uuid7
 from serving.gateway.arms import ArmSplit, assign_arm
 from serving.gateway.auth import AuthError, Gatekeeper, GatewayAuth
@@ -49,7 +50,7 @@ from serving.gateway.request import (
 )
 from serving.gateway.router import Router
 from serving.gateway.sampling import resolve_sampling, sampling_bias_warnings
-from serving.gateway.served import broken_call_events, completion_served, event_finish_reason
+from serving.gateway.served import broken_call_events, completion_served
 from serving.gateway.sinks import EventSink
 from serving.gateway.stream import (
     ClientView,
@@ -164,7 +165,7 @@ class _Gateway:
     async def relay(self, ex: Exchange, stack: AsyncExitStack,
                     stream: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         """The client's chunks; emits ``completion.served`` however the stream ends."""
-        finish: str | None = None
+        finish: FinishReason | None = None
         stamp = ex.stamp(self.config.public_model)
         try:
             async for chunk in stream:
@@ -174,7 +175,8 @@ class _Gateway:
                     if ex.tools is not None and ex.acc.finish_reason and ex.broken is None:
                         out |= ex.judge()  # on the chunk that finishes the reply
                     yield out
-            finish = event_finish_reason(ex.acc.finish_reason)
+            # A stream that ended without a reason was cut short.
+            finish = finish_reason_of(ex.acc.finish_reason, missing="abort")
         except BackendError:
             finish = "error"
             raise
@@ -182,7 +184,7 @@ class _Gateway:
             await stack.aclose()
             self.emit(ex, finish or "abort")
 
-    def emit(self, ex: Exchange, finish_reason: str) -> None:
+    def emit(self, ex: Exchange, finish_reason: FinishReason) -> None:
         if not ex.acc.prompt_token_ids or ex.target is None:
             return  # nothing was generated: no completion to record
         now_s = time.perf_counter()
@@ -197,7 +199,8 @@ class _Gateway:
             broken = broken_call_events(meta=ex.meta, arm=ex.arm, target=ex.target,
                                         broken=ex.broken or [], now=datetime.now(UTC),
                                         org_id=ex.org_id)
-            for each in (event, *broken):
+            events: list[Event] = [event, *broken]
+            for each in events:
                 self.sink.emit(each)
         except Exception as exc:
             log.error("completion.served %s not emitted: %s", ex.completion_id, exc)
@@ -294,6 +297,7 @@ def create_gateway_app(config: GatewayConfig, backend: BackendClient, sink: Even
         return JSONResponse(exc.body(), exc.status_code)
 
     async def _unreadable(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, BODY_ERRORS)  # registered for these alone
         return JSONResponse(error_body(f"the request body cannot be read: {exc}",
                                        INVALID_REQUEST), exc.status_code)
 

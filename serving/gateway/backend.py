@@ -102,10 +102,10 @@ class BackendClient:
             await response.aread()
             await response.aclose()
             try:
-                body = response.json()
+                refusal: object = response.json()
             except ValueError:
-                body = response.text
-            raise refused_by_backend(response.status_code, body, "the backend refused")
+                refusal = response.text
+            raise refused_by_backend(response.status_code, refusal, "the backend refused")
         return BackendStream(response)
 
     async def aclose(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from infra.kafka_io import TopicReader
@@ -71,7 +71,7 @@ def _follow(settings: Settings, model_family: str | None,
 
 
 async def follow_checkpoints(settings: Settings,
-                             on_registry: Callable[[Registry], Awaitable[object]],
+                             on_registry: Callable[[Registry], Coroutine[Any, Any, object]],
                              caught_up: asyncio.Event, model_family: str | None = None) -> None:
     """Run until cancelled: each registry change is applied (awaited on this loop) before the
     follower reads on."""
@@ -82,8 +82,10 @@ async def follow_checkpoints(settings: Settings,
         asyncio.run_coroutine_threadsafe(on_registry(registry), loop).result(
             _HANDOVER_TIMEOUT_S)
 
+    def mark_caught_up() -> None:
+        loop.call_soon_threadsafe(caught_up.set)
+
     try:
-        await asyncio.to_thread(_follow, settings, model_family, hand_over,
-                                lambda: loop.call_soon_threadsafe(caught_up.set), stop)
+        await asyncio.to_thread(_follow, settings, model_family, hand_over, mark_caught_up, stop)
     finally:
         stop.set()

@@ -8,10 +8,10 @@ from typing import Any
 
 from schemas.bounds import MIN_LOGPROB
 from schemas.events import (
-    FINISH_REASONS,
     GATEWAY_PRODUCER,
     CompletionServed,
     CompletionServedPayload,
+    FinishReason,
     SamplingParams,
     ToolCalled,
     ToolCalledPayload,
@@ -22,14 +22,7 @@ from serving.gateway.registry import Target
 from serving.gateway.stream import StreamAccumulator
 from serving.gateway.toolcheck import BrokenToolCall
 
-__all__ = ["broken_call_events", "completion_served", "event_finish_reason"]
-
-def event_finish_reason(backend_reason: str | None) -> str:
-    """The schema's finish reason for a backend's: its own (``tool_calls``, ``length`` ...),
-    ``abort`` when the stream ended without one, ``stop`` for a reason OpenAI does not name."""
-    if backend_reason is None:
-        return "abort"
-    return backend_reason if backend_reason in FINISH_REASONS else "stop"
+__all__ = ["broken_call_events", "completion_served"]
 
 
 def _stamped(org_id: str, now: datetime) -> dict[str, Any]:
@@ -42,7 +35,7 @@ def _stamped(org_id: str, now: datetime) -> dict[str, Any]:
 def completion_served(
     *, meta: RequestMetadata, arm: str, target: Target, completion_id: str,
     sampling: SamplingParams, acc: StreamAccumulator, ttft_ms: float, latency_ms: float,
-    finish_reason: str, now: datetime, org_id: str,
+    finish_reason: FinishReason, now: datetime, org_id: str,
 ) -> CompletionServed:
     """The event, or for a cut-short stream the tokens that do have a logprob."""
     kept = min(len(acc.token_ids), len(acc.logprobs))
@@ -57,7 +50,7 @@ def completion_served(
             # (-inf, which backends send as -9999 or lower) is held at the schema's floor
             behaviour_logprobs=[max(min(lp, 0.0), MIN_LOGPROB) for lp in acc.logprobs[:kept]],
             sampling=sampling, ttft_ms=ttft_ms, latency_ms=latency_ms,
-            finish_reason=finish_reason,  # type: ignore[arg-type]
+            finish_reason=finish_reason,
         ),
     )
 

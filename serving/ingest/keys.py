@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.bounds import org_id_problem
-from schemas.events import EVENT_TYPES
+from schemas.events import COMPLETION_SERVED, EVENT_TYPES
 from serving.ingest.errors import KeyConfigError
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ALL = "*"
-SERVING_EVENT_TYPES = frozenset({"completion.served"})
+SERVING_EVENT_TYPES = frozenset({COMPLETION_SERVED})
 CLIENT_EVENT_TYPES = tuple(t for t in EVENT_TYPES if t not in SERVING_EVENT_TYPES)
 _MIN_SECRET_CHARS = 16
 

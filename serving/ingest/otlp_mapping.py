@@ -54,7 +54,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
 
 from schemas.bounds import EARLIEST_TIME, LATEST_TIME
-from schemas.events import ToolErrorKind
+from schemas.events import TOOL_CALLED, TRAJECTORY_ENDED, ToolErrorKind
 
 __all__ = ["MappedEvent", "RequestMapping", "SpanProblem", "SpanRef", "map_request"]
 
@@ -198,7 +198,7 @@ def _trajectory_ended(span: Span,
     return payload, sources
 
 
-_PAYLOADS = {"tool.called": _tool_called, "trajectory.ended": _trajectory_ended}
+_PAYLOADS = {TOOL_CALLED: _tool_called, TRAJECTORY_ENDED: _trajectory_ended}
 
 
 def _is_local_root(span: Span) -> bool:
@@ -209,9 +209,9 @@ def _is_local_root(span: Span) -> bool:
 
 def _event_types(span: Span, attrs: Mapping[str, Any], by_trace: bool) -> list[str]:
     operation = attrs.get(OPERATION)
-    types = ["tool.called"] if operation == "execute_tool" else []
+    types = [TOOL_CALLED] if operation == "execute_tool" else []
     if OUTCOME in attrs or (by_trace and operation is not None and _is_local_root(span)):
-        types.append("trajectory.ended")
+        types.append(TRAJECTORY_ENDED)
     return types
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from streams.monitors.simulate import PROFILES
+from streams.monitors.profiles import PROFILES
 
 Scenario = StrEnum("Scenario", {name: name for name in PROFILES})  # type: ignore[misc]
 
@@ -85,6 +85,8 @@ def simulate_cmd(
     seed: int = typer.Option(0, help="random seed (same seed, same records)"),
     out: Path | None = typer.Option(None, help="write JSON lines here instead of detecting"),
     config: Path | None = typer.Option(None, help=_CONFIG_HELP),
+    spec: Path | None = typer.Option(None, help="reward spec TOML that scores the records "
+                                     "(default: the shipped streams/specs/default.toml)"),
 ) -> None:
     """Simulated traffic through the pure path: prints every alert transition, or saves records.
 
@@ -92,12 +94,13 @@ def simulate_cmd(
     """
     from streams.monitors.offline import run_offline
     from streams.monitors.simulate import Segment, simulate
+    from streams.spec import load_spec
 
     half = trajectories // 2
     profile = PROFILES[scenario.value]
     segments = [Segment({"default": ("ck-parent", PROFILES["healthy"])}, half),
                 Segment({"default": (f"ck-{scenario.value}", profile)}, trajectories - half)]
-    records = simulate(segments, seed=seed)
+    records = simulate(segments, seed=seed, spec=load_spec(spec))
     if out is not None:
         with out.open("w") as handle:
             handle.writelines(r.model_dump_json() + "\n" for r in records)

@@ -28,13 +28,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.metrics import (
+    COMPONENT_METRIC_PREFIX,
     LATENCY_BUCKET_BOUNDS_MS,
     MetricStat,
     MetricWindow,
     WindowScope,
     histogram_quantile,
 )
-from schemas.rewards import RewardRecord, reward_record_key
+from schemas.rewards import RewardRecord, Signal, reward_record_key
 from streams.join import ORG_IDLE_LAG_MS
 
 __all__ = [
@@ -71,29 +72,31 @@ def _signal(signals: dict[str, float], name: str) -> float:
 def reward_contributions(record: RewardRecord) -> Contributions:
     """What one reward record adds to its window (see ``schemas.metrics.METRIC_DESCRIPTIONS``)."""
     s = record.signals
-    proposed = _signal(s, "edits_proposed")
-    kept = _signal(s, "kept_fraction") * _signal(s, "edits_accepted")
-    latency_ms = _signal(s, "latency_ms_mean")
+    proposed = _signal(s, Signal.EDITS_PROPOSED)
+    kept = _signal(s, Signal.KEPT_FRACTION) * proposed  # the fraction is of proposed edits
+    latency_ms = _signal(s, Signal.LATENCY_MS_MEAN)
     on_policy = sum(1 for sample in record.samples if sample.checkpoint_id == record.checkpoint_id)
     out: Contributions = {
         "edit_rate": (1.0, float(proposed > 0)),
-        "clarification_rate": (1.0, float(_signal(s, "clarifications") > 0)),
+        "clarification_rate": (1.0, float(_signal(s, Signal.CLARIFICATIONS) > 0)),
         "unambiguous_clarification_rate":
-            (1.0, float(_signal(s, "clarifications_unambiguous") > 0)),
-        "broken_call_trajectory_rate": (1.0, float(_signal(s, "broken_tool_calls") > 0)),
-        "broken_tool_call_rate": (_signal(s, "tool_calls"), _signal(s, "broken_tool_calls")),
-        "dissatisfied_followup_rate": (1.0, float(_signal(s, "dissatisfied_followups") > 0)),
+            (1.0, float(_signal(s, Signal.CLARIFICATIONS_UNAMBIGUOUS) > 0)),
+        "broken_call_trajectory_rate": (1.0, float(_signal(s, Signal.BROKEN_TOOL_CALLS) > 0)),
+        "broken_tool_call_rate":
+            (_signal(s, Signal.TOOL_CALLS), _signal(s, Signal.BROKEN_TOOL_CALLS)),
+        "dissatisfied_followup_rate":
+            (1.0, float(_signal(s, Signal.DISSATISFIED_FOLLOWUPS) > 0)),
         "kept_edit_rate": (proposed, kept),
         "kept_edits": (1.0, kept),
         "latency_ms": (1.0, latency_ms),
         "log_latency": (1.0, math.log(max(latency_ms, 1.0))),
-        "ttft_ms": (1.0, _signal(s, "ttft_ms_mean")),
+        "ttft_ms": (1.0, _signal(s, Signal.TTFT_MS_MEAN)),
         "reward": (1.0, record.total),
         "on_policy_fraction": (float(len(record.samples)), float(on_policy)),
-        "turns": (1.0, _signal(s, "turns")),
+        "turns": (1.0, _signal(s, Signal.TURNS)),
     }
     for name, value in record.components.items():
-        out[f"reward.{name}"] = (1.0, value)
+        out[COMPONENT_METRIC_PREFIX + name] = (1.0, value)
     return out
 
 
@@ -207,7 +210,7 @@ def fold_reward(state: MutableMapping[str, Any], record: RewardRecord, *, window
     """:func:`fold_in` of one reward record: its keys, end time, contributions, latency and id."""
     return fold_in(state, reward_window_keys(record), reward_event_time_ms(record),
                    reward_contributions(record), window_ms=window_ms, grace_ms=grace_ms,
-                   latency_ms=record.signals.get("latency_ms_mean", 0.0),
+                   latency_ms=record.signals.get(Signal.LATENCY_MS_MEAN, 0.0),
                    record_id=reward_record_id(record))
 
 

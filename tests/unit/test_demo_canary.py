@@ -26,7 +26,7 @@ def _record(i: int, checkpoint: str, total: float, kept: float = 1.0) -> RewardR
         trajectory_id=f"t{i}", spec_version="v", checkpoint_id=checkpoint, arm="x",
         outcome="completed", finalized_by="complete", finalized_at=_AT, samples=[],
         components={"kept_3600s": total}, total=total, event_ids=[],
-        signals={"edits_proposed": 1, "edits_accepted": kept, "kept_fraction": 1.0,
+        signals={"edits_proposed": 1, "edits_accepted": kept, "kept_fraction": kept,
                  "latency_ms_mean": 100.0 + i % 7})
 
 

@@ -25,7 +25,8 @@ def test_cycle_figures_are_means_and_shares_over_the_records() -> None:
     records = [
         _record(1.0, kept_fraction=1.0, edits_proposed=1, edits_accepted=1,
                 latency_ms_mean=100.0),
-        _record(-1.0, kept_fraction=0.5, edits_proposed=3, edits_accepted=2,
+        # Two of three proposed edits accepted, each half kept: a third of the proposed.
+        _record(-1.0, kept_fraction=1 / 3, edits_proposed=3, edits_accepted=2,
                 dissatisfied_followups=1, broken_tool_calls=2, latency_ms_mean=300.0),
         _record(0.5, clarifications=1, dissatisfied_followups=2),
         _record(-0.5),
@@ -33,8 +34,8 @@ def test_cycle_figures_are_means_and_shares_over_the_records() -> None:
     f = cycle_figures(records)
     assert f.trajectories == 4
     assert f.mean_reward == 0.0
-    assert f.kept_edit_rate == (1 + 0.5 * 2) / (1 + 3)  # kept edits per proposed edit
-    assert f.kept_edits == (1 + 0.5 * 2) / 4  # kept edits per trajectory
+    assert f.kept_edit_rate == (1 + 3 * (1 / 3)) / (1 + 3)  # kept edits per proposed edit
+    assert f.kept_edits == (1 + 3 * (1 / 3)) / 4  # kept edits per trajectory
     assert f.edit_rate == 0.5
     assert f.dissatisfied_rate == 0.5
     assert f.broken_call_rate == 0.25

@@ -6,10 +6,10 @@ from uuid import UUID
 
 import pytest
 
+from schemas.events import finish_reason_of
 from schemas.ids import is_uuid7
 from serving.gateway.errors import BackendError, RequestMetadataError
 from serving.gateway.metadata import extract_metadata
-from serving.gateway.served import event_finish_reason
 from serving.gateway.stream import ClientView, StreamAccumulator, assemble_response, client_chunk
 from serving.sse import DONE, SseFormatError, parse_sse_line, parse_sse_lines, sse_data, sse_done
 
@@ -105,6 +105,6 @@ def test_metadata_from_headers_body_and_user_field() -> None:
 
 
 def test_the_logged_finish_reason_is_the_backends_own() -> None:
-    assert [event_finish_reason(r) for r in ("stop", "length", "tool_calls", "content_filter",
-                                              None, "function_call")] == [
+    assert [finish_reason_of(r, missing="abort") for r in (
+        "stop", "length", "tool_calls", "content_filter", None, "function_call")] == [
         "stop", "length", "tool_calls", "content_filter", "abort", "stop"]

@@ -19,8 +19,8 @@ def _record(i: int, arm: str, total: float, latency_ms: float, kept: float = 1.0
         trajectory_id=f"t{i}", spec_version="v", checkpoint_id=f"ck-{arm}", arm=arm,
         outcome="completed", ended_at=T0, finalized_by="complete", finalized_at=T0, samples=[],
         components={"x": total}, total=total,
-        signals={"latency_ms_mean": latency_ms, "edits_accepted": kept, "kept_fraction": 1.0,
-                 "broken_tool_calls": broken},
+        signals={"latency_ms_mean": latency_ms, "edits_proposed": kept, "edits_accepted": kept,
+                 "kept_fraction": 1.0, "broken_tool_calls": broken},
         event_ids=[])
 
 

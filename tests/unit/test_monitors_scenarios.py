@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from schemas.rewards import Component, Signal
 from streams.monitors.config import MonitorConfig
 from streams.monitors.offline import run_offline
 from streams.monitors.simulate import PROFILES, Segment, simulate
+from streams.reward import components, signals
+from streams.spec import DEFAULT_SPEC_PATH, load_spec, parse_spec
 
 HEALTHY = PROFILES["healthy"]
 SWITCH = 3000  # trajectories of the healthy parent before the new checkpoint takes over
@@ -47,3 +50,22 @@ def test_stable_traffic_of_60000_trajectories_raises_nothing() -> None:
     result = run_offline(simulate(segments, seed=11), MonitorConfig())
     assert result.trajectories == 60_000
     assert result.transitions == []
+
+
+GENEROUS = parse_spec(DEFAULT_SPEC_PATH.read_text().replace("accepted_edit = 0.25",
+                                                            "accepted_edit = 1.0"))
+
+
+def test_simulated_records_are_scored_by_the_reward_spec_under_the_joins_names() -> None:
+    segments = [Segment({"a": ("c0", HEALTHY)}, 200)]
+    default = list(simulate(segments, seed=3))
+    generous = list(simulate(segments, seed=3, spec=GENEROUS))
+    assert {r.spec_version for r in default} == {load_spec().version}
+    assert {r.spec_version for r in generous} == {GENEROUS.version}
+    for record, regraded in zip(default, generous, strict=True):
+        assert set(record.signals) == set(signals([], load_spec()))
+        assert record.components == components(record.signals, "completed", load_spec())
+        assert record.total == sum(record.components.values())
+        assert regraded.signals == record.signals
+        assert regraded.components[Component.ACCEPTED_EDITS] == \
+            record.signals[Signal.EDITS_ACCEPTED]

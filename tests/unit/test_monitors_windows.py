@@ -43,8 +43,8 @@ def test_reward_contributions() -> None:
     assert c["clarification_rate"] == (1.0, 0.0)
     assert c["broken_tool_call_rate"] == (5.0, 1.0)
     assert c["broken_call_trajectory_rate"] == (1.0, 1.0)
-    assert c["kept_edits"] == (1.0, 1.0)  # 0.5 · 2 accepted
-    assert c["kept_edit_rate"] == (4.0, 1.0)
+    assert c["kept_edits"] == (1.0, 2.0)  # half of the 4 proposed
+    assert c["kept_edit_rate"] == (4.0, 2.0)
     assert c["on_policy_fraction"] == (2.0, 1.0)  # one of two samples from ck1
     assert c["reward"] == (1.0, 1.0)
     assert c["reward.accepted"] == (1.0, 2.0)

@@ -10,7 +10,14 @@ import pytest
 from pydantic import ValidationError
 
 from harness.samples import sample_trajectory
-from schemas.events import EVENT_TYPES, EventAdapter, dump_event, first_error, parse_event
+from schemas.events import (
+    EVENT_MODELS,
+    EVENT_TYPES,
+    EventAdapter,
+    dump_event,
+    first_error,
+    parse_event,
+)
 from schemas.ids import is_uuid7, uuid7, uuid7_time_ms
 
 
@@ -34,6 +41,12 @@ def test_every_event_type_of_a_sample_trajectory_round_trips_through_json() -> N
     assert {e.type for e in events} == set(EVENT_TYPES)
     for event in events:
         assert parse_event(EventAdapter.dump_json(event)) == event
+
+
+def test_each_event_type_constant_is_the_type_its_model_accepts_and_writes() -> None:
+    for event_type, model in EVENT_MODELS.items():
+        assert model.model_fields["type"].default == event_type
+        assert model.model_json_schema()["properties"]["type"]["const"] == event_type
 
 
 def test_unknown_field_is_refused_with_its_path() -> None:

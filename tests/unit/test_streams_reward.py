@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from schemas.rewards import Component, Signal
 from streams.facts import Fact, fact_from_json, ms_to_datetime
 from streams.fold import deadline_ms, fold_all, is_complete
+from streams.monitors.windows import reward_contributions
 from streams.reward import reward_record
 from streams.spec import load_spec
 
@@ -115,3 +117,26 @@ def test_rejected_edits_count_as_not_kept_and_undecided_edits_block_completion()
     record = reward_record(state, SPEC, "complete", 0)
     assert record.signals["kept_fraction_600s"] == 0.5  # (1.0 + 0) / 2 proposed
     assert record.components["rejected_edits"] == -0.25
+
+
+def _declared(names: type) -> set[str]:
+    return {value for name, value in vars(names).items() if name.isupper()}
+
+
+def test_a_record_names_its_signals_and_components_as_schemas_declares_them() -> None:
+    record = reward_record(fold_all(trajectory()), SPEC, "complete", T0_MS)
+    assert set(record.signals) == _declared(Signal) | {
+        Signal.kept_fraction_at(h) for h in SPEC.horizons_s}
+    assert set(record.components) == _declared(Component) | {
+        Component.kept_at(h) for h in SPEC.horizons_s}
+
+
+def test_the_monitors_count_the_edits_a_record_says_were_kept() -> None:
+    rejected = [fact(11, "edit.proposed", 4, {"edit_id": "e1"}),
+                fact(12, "edit.decided", 5, {"edit_id": "e1", "decision": "rejected"})]
+    record = reward_record(fold_all(trajectory() + rejected), SPEC, "complete", T0_MS)
+    # e0 accepted and half kept at the longest horizon, e1 rejected: half an edit of two.
+    assert record.signals[Signal.KEPT_FRACTION] == 0.25
+    contributions = reward_contributions(record)
+    assert contributions["kept_edits"] == (1.0, 0.5)
+    assert contributions["kept_edit_rate"] == (2.0, 0.5)
