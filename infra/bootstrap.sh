@@ -53,6 +53,14 @@ if [ ! -x "$venv/bin/rewardstream" ] || [ "$root/pyproject.toml" -nt "$venv/bin/
   "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation \
     --config-settings editable_mode=compat -e "$root"
 fi
+# The telemetry SDK is its own package (harness/sdk-py); the platform imports it. Editable, like
+# the project: its source directory goes on sys.path once, so edits need no reinstall.
+sdk="$root/harness/sdk-py"
+if [ ! -f "$venv/.sdk-installed" ] || [ "$sdk/pyproject.toml" -nt "$venv/.sdk-installed" ]; then
+  "$venv/bin/python" -m pip install --quiet --no-deps --no-build-isolation \
+    --config-settings editable_mode=compat -e "$sdk"
+  touch "$venv/.sdk-installed"
+fi
 export PATH="$venv/bin:$PATH"
 
 # ruff, mypy and import-linter: the code's own rules, before any test runs.
@@ -60,7 +68,10 @@ run_checks() {
   cd "$root"
   echo "==> ruff"; "$deps/bin/ruff" check .
   echo "==> mypy"; "$deps/bin/mypy"
-  echo "==> layers"; "$deps/bin/lint-imports" --no-cache
+  # The venv's Python: it sees the SDK (installed editable there), a root package of the layers.
+  echo "==> layers"; "$venv/bin/python" -c \
+    'import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())' \
+    --no-cache
 }
 
 case "$job" in

@@ -12,6 +12,7 @@ import sys
 import typer
 
 from infra.redact import install_log_redaction, redact_text
+from rewardstream_telemetry.errors import TelemetryError
 from schemas.errors import RewardstreamError
 
 __all__ = ["app", "main"]
@@ -56,7 +57,7 @@ def main() -> None:
     install_log_redaction()
     try:
         app()
-    except RewardstreamError as exc:
+    except (RewardstreamError, TelemetryError) as exc:  # the SDK's own: a queue dir in use
         typer.secho(f"error: {redact_text(str(exc))}", err=True, fg=typer.colors.RED)
         sys.exit(1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.errors import RewardstreamError
 
-__all__ = ["BrokerError", "ConfigError", "QueueInUseError"]
+__all__ = ["BrokerError", "ConfigError"]
 
 
 class BrokerError(RewardstreamError):
@@ -13,7 +13,3 @@ class BrokerError(RewardstreamError):
 
 class ConfigError(RewardstreamError):
     """A setting is missing or malformed."""
-
-
-class QueueInUseError(RewardstreamError):
-    """A disk queue's directory is held by another live process."""

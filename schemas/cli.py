@@ -18,11 +18,16 @@ schemas_app = typer.Typer(
 def export(
     directory: Path = typer.Option(None, help="Where to write (default: schemas/jsonschema)."),
 ) -> None:
-    """Write the current JSON Schema of every event type (the committed files are these bytes)."""
-    from schemas.versions import DEFAULT_DIR, export_schemas
+    """Write the current JSON Schema of every event type (the committed files are these bytes),
+    and refresh the telemetry SDK's copies of the newest versions when the checkout has them."""
+    from schemas.versions import DEFAULT_DIR, SDK_SCHEMA_DIR, export_schemas, sync_sdk_schemas
 
-    for path in export_schemas(directory or DEFAULT_DIR):
+    where = directory or DEFAULT_DIR
+    for path in export_schemas(where):
         typer.echo(f"wrote {path}")
+    if SDK_SCHEMA_DIR.parent.is_dir():
+        for path in sync_sdk_schemas(where):
+            typer.echo(f"{'updated' if path.exists() else 'removed'} {path}")
 
 
 @schemas_app.command("check")

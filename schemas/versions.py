@@ -9,6 +9,10 @@ refused now) is recorded in ``schemas/jsonschema/acknowledged_breaks.json``: eac
 the version that introduced it, why, and the exact problems the check reports per published
 version. The check reports those as acknowledged and still fails on any other problem, and on
 an acknowledgement that no longer matches a problem (so the file cannot go stale).
+
+The telemetry SDK (``harness/sdk-py``, installed on its own) validates events against copies of
+the newest version of each type, shipped inside it; :func:`sync_sdk_schemas` writes them, and
+``rewardstream schemas export`` runs it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardstream_telemetry.validation import unsupported
 from schemas.compat import backward_problems
 from schemas.errors import SchemaCompatibilityError
 from schemas.events import EVENT_MODELS, SCHEMA_VERSION
@@ -33,11 +38,15 @@ __all__ = [
     "current_schemas",
     "export_schemas",
     "published_versions",
+    "SDK_SCHEMA_DIR",
     "render",
+    "sync_sdk_schemas",
 ]
 
 DEFAULT_DIR = Path(__file__).parent / "jsonschema"
 ACKNOWLEDGED_FILE = "acknowledged_breaks.json"
+SDK_SCHEMA_DIR = (Path(__file__).parents[1] / "harness" / "sdk-py" / "src"
+                  / "rewardstream_telemetry" / "jsonschema")
 _FILE = re.compile(r"^(?P<type>[a-z_.]+)\.v(?P<version>\d+)\.json$")
 
 
@@ -135,3 +144,37 @@ def acknowledge_breaks(reason: str, directory: Path = DEFAULT_DIR) -> dict[str, 
         entries.append({"introduced_in": SCHEMA_VERSION, "reason": reason, "problems": added})
         (directory / ACKNOWLEDGED_FILE).write_text(render(entries))
     return added
+
+
+def newest_schema_files(directory: Path = DEFAULT_DIR) -> dict[str, Path]:
+    """The file of the newest published version of each event type, by type."""
+    newest: dict[str, tuple[int, Path]] = {}
+    for path in directory.glob("*.json"):
+        match = _FILE.match(path.name)
+        if match and int(match["version"]) > newest.get(match["type"], (-1, path))[0]:
+            newest[match["type"]] = (int(match["version"]), path)
+    return {name: path for name, (_, path) in sorted(newest.items())}
+
+
+def sync_sdk_schemas(directory: Path = DEFAULT_DIR, target: Path = SDK_SCHEMA_DIR) -> list[Path]:
+    """Make ``target`` hold exactly the newest published schema of each type, byte for byte;
+    returns the files written or removed. Refuses a schema the SDK's validator cannot enforce."""
+    newest = newest_schema_files(directory)
+    for path in newest.values():
+        problems = unsupported(json.loads(path.read_text()))
+        if problems:
+            raise SchemaCompatibilityError(f"{path.name}: the telemetry SDK's validator does not "
+                                           f"enforce {'; '.join(problems)}")
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = {path.name: path.read_bytes() for path in newest.values()}
+    changed = []
+    for stale in sorted(target.glob("*.json")):
+        if stale.name not in wanted:
+            stale.unlink()
+            changed.append(stale)
+    for name, data in wanted.items():
+        copy = target / name
+        if not copy.exists() or copy.read_bytes() != data:
+            copy.write_bytes(data)
+            changed.append(copy)
+    return changed

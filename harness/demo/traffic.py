@@ -20,9 +20,9 @@ from pathlib import Path
 from harness.agent import AgentConfig, run_trajectory
 from harness.instrument import SimClock, TrajectoryContext
 from harness.policy.http import HttpPolicy
-from harness.sdk import Telemetry
 from harness.tasks import Task, user_cohort
 from harness.users import SimulatedUser
+from rewardstream_telemetry import Telemetry
 from schemas.events import TRAJECTORY_ENDED, Event
 
 __all__ = ["Traffic"]

@@ -1,7 +1,8 @@
 """The gateway's durable spool: what it served reaches ``events.raw`` even while Kafka is away.
 
-``put`` appends the event to a disk queue (``infra.disk_queue``) before it returns, so neither
-a broker outage nor a killed gateway loses it. A delivery thread seals what waits into batches
+``put`` appends the event to a disk queue (the telemetry SDK's,
+``rewardstream_telemetry.disk_queue``) before it returns, so neither a broker outage nor a killed
+gateway loses it. A delivery thread seals what waits into batches
 and hands a batch to ``deliver``, which sends it and says per event whether Kafka acknowledged
 it, refused it for good, or should be asked again (it stops waiting once the spool gives up:
 closing, past its deadline). A batch is removed once nothing in it is left to retry; otherwise
@@ -32,8 +33,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from infra.disk_queue import DiskQueue
-from infra.throttle import ThrottledLog
+from rewardstream_telemetry.disk_queue import DiskQueue
+from rewardstream_telemetry.throttle import ThrottledLog
 
 __all__ = ["EventSpool", "Outcome", "retry_pause_s"]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.sdk import Telemetry
 from infra import broker
 from infra.settings import Settings
+from rewardstream_telemetry import Telemetry
 from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report
 from tests.faults.traffic import Load, requests_by_status, statuses_text
 from tests.integration.ingest_support import TEST_KEY, ingest_config, running_server

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.sdk import Telemetry
 from infra import broker
 from infra.settings import Settings
 from infra.topics import create_topics
+from rewardstream_telemetry import Telemetry
 from schemas.rewards import reward_record_key
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec

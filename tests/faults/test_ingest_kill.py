@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.sdk import Telemetry
 from infra.settings import Settings
+from rewardstream_telemetry import Telemetry
 from serving.ingest.keys import hash_key
 from serving.ingest.process import ingest_process
 from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report

@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from harness.sdk import Telemetry, Trajectory
+from rewardstream_telemetry import Telemetry, Trajectory
 
 __all__ = ["RATE_PER_S", "Load", "requests_by_status", "statuses_text"]
 

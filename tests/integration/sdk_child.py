@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from harness.sdk import Telemetry, Trajectory
+from rewardstream_telemetry import Telemetry, Trajectory
 
 
 def main(mode: str, url: str, key: str, queue_dir: str, count: int) -> None:

@@ -19,7 +19,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
+from rewardstream_telemetry import Request, Response
 
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_REC, _MS_PRIVATE = 16384, 1 << 18
@@ -50,15 +50,15 @@ class _Ingest:
         self.lock = threading.Lock()
         self.refusing = threading.Event()  # set once the sender is retrying its first batch
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
+    def __call__(self, request: Request) -> Response:
         if self.down:
             self.refusing.set()
-            return httpx.Response(503, headers={"Retry-After": "0"}, json={"detail": "down"})
-        events = [json.loads(line) for line in gzip.decompress(request.content).splitlines()]
+            return Response.of_json(503, headers={"Retry-After": "0"}, value={"detail": "down"})
+        events = [json.loads(line) for line in gzip.decompress(request.body).splitlines()]
         with self.lock:
             self.lines.extend(events)
         ids = [event["event_id"] for event in events]
-        return httpx.Response(200, json={"accepted": ids, "duplicates": [], "rejected": []})
+        return Response.of_json(200, {"accepted": ids, "duplicates": [], "rejected": []})
 
 
 def _event(i: int) -> object:
@@ -74,7 +74,7 @@ def _event(i: int) -> object:
 
 
 def main(mode: str, directory: Path) -> dict:
-    from harness.sdk import Telemetry
+    from rewardstream_telemetry import Telemetry
 
     if mode == "tmpfs":
         _mount_small_tmpfs(directory)
@@ -84,7 +84,7 @@ def main(mode: str, directory: Path) -> dict:
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=directory / "q", linger_s=0.05,
                     batch_size=50, backoff_base_s=0.01, backoff_cap_s=0.05,
                     retry_max_attempts=10**9, retry_budget_s=3600.0,
-                    transport=httpx.MockTransport(ingest))
+                    transport=ingest)
     accepted: list[str] = []
     refused = raised = 0
 
@@ -116,13 +116,14 @@ def main(mode: str, directory: Path) -> dict:
     ingest.down = False  # the sender drains the queue, which frees the space
     flushed = tel.flush(timeout_s=30)
     recovered = sum(emit(j) for j in range(i + 1, i + 21))
-    flushed = tel.close(timeout_s=30) and flushed
+    flushed = tel.flush(timeout_s=30) and flushed
+    closed = tel.close(timeout_s=30)  # False: it dropped events while the disk was full
     after = tel.stats()
     taken = [line["event_id"] for line in ingest.lines]
     counters = json.loads((directory / "q" / "counters.json").read_text())
     return {"accepted": len(accepted), "refused": refused, "raised": raised,
             "recovered": recovered, "full_counted": full.dropped_write_failed,
-            "full_persisted": full.counters_persisted, "flushed": flushed,
+            "full_persisted": full.counters_persisted, "flushed": flushed, "closed": closed,
             "after_dropped": after.dropped_write_failed,
             "after_persisted": after.counters_persisted, "sent": after.sent,
             "taken_equals_accepted": sorted(taken) == sorted(accepted) == sorted(set(taken)),

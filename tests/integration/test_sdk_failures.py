@@ -1,5 +1,6 @@
 """The SDK survives its host: a full or unusable disk, a raising transport, 4xx answers and a
-server that stays down never raise into the application, and every lost event is counted."""
+server that stays down never raise into the application; every lost event is counted, and
+close() answers False once any was."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from harness.sdk import Telemetry, TelemetryError, Trajectory
-from infra.disk_queue import DiskQueue
+from rewardstream_telemetry import Request, Response, Telemetry, TelemetryError, Trajectory
+from rewardstream_telemetry.disk_queue import DiskQueue
 
 TRAJ = Trajectory("traj-f", "session-f", "user-1", "ckpt-0")
 _CHILD = str(Path(__file__).with_name("sdk_disk_child.py"))
@@ -27,26 +27,26 @@ def _taking(seen: list[bytes] | None = None, answers: list | None = None):
     in turn, then 200 for every event; the bodies it took go to ``seen``."""
     pending = list(answers or [])
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: Request) -> Response:
         if pending:
             next_answer = pending.pop(0)
             if isinstance(next_answer, Exception):
                 raise next_answer
             if isinstance(next_answer, int):
-                return httpx.Response(next_answer, json={"detail": "no"})
+                return Response.of_json(next_answer, {"detail": "no"})
             return next_answer
-        lines = gzip.decompress(request.content).splitlines()
+        lines = gzip.decompress(request.body).splitlines()
         if seen is not None:
             seen.extend(lines)
-        return httpx.Response(200, json={"accepted": ["x"] * len(lines), "duplicates": [],
-                                         "rejected": []})
+        return Response.of_json(200, {"accepted": ["x"] * len(lines), "duplicates": [],
+                                      "rejected": []})
     return answer
 
 
 def _counting(status: int, attempts: list[float], **headers: str):
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: Request) -> Response:
         attempts.append(time.monotonic())
-        return httpx.Response(status, headers=headers, text="no")
+        return Response(status, b"no", headers)
     return answer
 
 
@@ -63,6 +63,7 @@ def test_a_full_disk_drops_and_counts_then_recovers_when_space_is_back(mode: str
     assert seen["raised"] == 0 and seen["accepted"] > 20
     assert seen["refused"] == seen["full_counted"] == 21  # the first refusal and 20 more
     assert seen["recovered"] == 20 and seen["flushed"]  # space back: taken and sent again
+    assert not seen["closed"]  # close() says events were lost
     assert seen["taken_equals_accepted"]  # no torn line, nothing lost, nothing sent twice
     assert seen["stored_counters"]["dropped_write_failed"] == 21 and seen["after_persisted"]
     assert run.stderr.count("telemetry: cannot write to") == 1  # one line, not one per event
@@ -75,7 +76,7 @@ def test_an_unusable_queue_dir_is_survived_and_used_once_it_works(
     seen: list[bytes] = []
     with caplog.at_level(logging.WARNING, logger="rewardstream.sdk"):
         tel = Telemetry("http://ingest.invalid", "k", queue_dir=queue_dir, linger_s=0.05,
-                        transport=httpx.MockTransport(_taking(seen)))
+                        transport=_taking(seen))
         for _ in range(3):
             tel.followup_sent(TRAJ, sentiment="neutral")  # no exception: dropped and counted
     stats = tel.stats()
@@ -93,7 +94,7 @@ def test_an_unusable_queue_dir_is_survived_and_used_once_it_works(
             break
         refused_meanwhile += 1
         time.sleep(0.05)
-    assert tel.close(timeout_s=10) and len(seen) == 1
+    assert not tel.close(timeout_s=10) and len(seen) == 1  # False: it dropped events
     stored = json.loads((queue_dir / "counters.json").read_text())
     assert stored["dropped_write_failed"] == 3 + refused_meanwhile
     assert tel.stats().counters_persisted
@@ -118,9 +119,9 @@ def test_counters_that_cannot_be_written_are_kept_in_memory_and_said_so(
 def test_the_sender_outlives_a_failing_rename_and_a_raising_transport(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     seen: list[bytes] = []
-    answers = [RuntimeError("a bug in a transport"), httpx.ConnectError("refused")]
+    answers = [RuntimeError("a bug in a transport"), ConnectionRefusedError("refused")]
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path, linger_s=0.05,
-                    backoff_base_s=0.01, transport=httpx.MockTransport(_taking(seen, answers)))
+                    backoff_base_s=0.01, transport=_taking(seen, answers))
     blocker = tmp_path / "batch-000000000000.ndjson"  # where the first seal renames to
     blocker.mkdir()
     (blocker / "x").write_text("makes the rename fail")
@@ -136,23 +137,23 @@ def test_the_sender_outlives_a_failing_rename_and_a_raising_transport(
 
 
 @pytest.mark.parametrize("answer", [400, 401, 404, 409, 422,
-                                    httpx.Response(403, text="<html>forbidden</html>")],
+                                    Response(403, b"<html>forbidden</html>")],
                          ids=["400", "401", "404", "409", "422", "403-not-ingest"])
-def test_4xx_is_never_retried_and_counted_as_undeliverable(answer: int | httpx.Response,
+def test_4xx_is_never_retried_and_counted_as_undeliverable(answer: int | Response,
                                                            tmp_path: Path) -> None:
     attempts: list[int] = []
 
-    def once(request: httpx.Request) -> httpx.Response:
+    def once(request: Request) -> Response:
         attempts.append(1)
-        if isinstance(answer, httpx.Response):
+        if isinstance(answer, Response):
             return answer
-        return httpx.Response(answer, text="no")
+        return Response(answer, b"no")
 
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path, linger_s=10,
-                    transport=httpx.MockTransport(once))
+                    transport=once)
     for i in range(3):
         tel.edit_decided(TRAJ, edit_id=f"e{i}", decision="accepted")
-    assert tel.close(timeout_s=10)
+    assert not tel.close(timeout_s=10) and tel.stats().queued == 0
     assert len(attempts) == 1 and tel.stats().retries == 0
     assert DiskQueue(tmp_path, 1 << 20, 10).counters["dropped_undeliverable"] == 3
 
@@ -160,9 +161,9 @@ def test_4xx_is_never_retried_and_counted_as_undeliverable(answer: int | httpx.R
 def test_a_single_event_over_the_size_cap_is_dropped_not_looped(tmp_path: Path) -> None:
     attempts: list[float] = []
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path,
-                    transport=httpx.MockTransport(_counting(413, attempts)))
+                    transport=_counting(413, attempts))
     tel.trajectory_ended(TRAJ, outcome="completed", turns=2)
-    assert tel.close(timeout_s=10)
+    assert not tel.close(timeout_s=10) and tel.stats().queued == 0
     assert len(attempts) == 1 and tel.stats().dropped_undeliverable == 1
 
 
@@ -171,11 +172,11 @@ def test_retries_stop_after_the_attempt_budget_and_count_what_was_given_up(
     attempts: list[float] = []
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path, linger_s=10,
                     backoff_base_s=0.01, backoff_cap_s=0.02, retry_max_attempts=4,
-                    transport=httpx.MockTransport(_counting(503, attempts)))
+                    transport=_counting(503, attempts))
     tel.followup_sent(TRAJ, sentiment="dissatisfied")
     tel.followup_sent(TRAJ, sentiment="neutral")
     with caplog.at_level(logging.WARNING, logger="rewardstream.sdk"):
-        assert tel.close(timeout_s=10)
+        assert not tel.close(timeout_s=10)
     stats = tel.stats()
     assert len(attempts) == 4 and stats.retries == 3
     assert stats.dropped_gave_up == 2 and stats.queued == 0
@@ -187,10 +188,10 @@ def test_a_retry_after_beyond_the_time_budget_gives_up_without_waiting(tmp_path:
     attempts: list[float] = []
     too_late = _counting(429, attempts, **{"Retry-After": "5"})
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path, linger_s=10,
-                    retry_budget_s=1.0, transport=httpx.MockTransport(too_late))
+                    retry_budget_s=1.0, transport=too_late)
     tel.followup_sent(TRAJ, sentiment="neutral")
     started = time.monotonic()
-    assert tel.close(timeout_s=10)
+    assert not tel.close(timeout_s=10) and tel.stats().queued == 0
     assert len(attempts) == 1 and time.monotonic() - started < 4
     assert tel.stats().dropped_gave_up == 1
 
@@ -199,9 +200,9 @@ def test_retries_back_off_with_jitter_within_the_budget(tmp_path: Path) -> None:
     attempts: list[float] = []
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path, linger_s=10,
                     backoff_base_s=0.2, backoff_cap_s=0.8, retry_max_attempts=5,
-                    transport=httpx.MockTransport(_counting(500, attempts)))
+                    transport=_counting(500, attempts))
     tel.followup_sent(TRAJ, sentiment="neutral")
-    assert tel.close(timeout_s=20)
+    assert not tel.close(timeout_s=20) and tel.stats().queued == 0
     gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
     # equal jitter: each wait is between half and all of min(cap, base * 2^n)
     for n, gap in enumerate(gaps):
@@ -213,7 +214,7 @@ def test_retries_back_off_with_jitter_within_the_budget(tmp_path: Path) -> None:
 def test_a_damaged_line_in_the_queue_is_counted_and_the_rest_sent(tmp_path: Path) -> None:
     attempts: list[float] = []
     down = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path, linger_s=10,
-                     backoff_base_s=0.01, transport=httpx.MockTransport(_counting(503, attempts)))
+                     backoff_base_s=0.01, transport=_counting(503, attempts))
     for i in range(3):
         down.edit_decided(TRAJ, edit_id=f"e{i}", decision="accepted")
     assert not down.close(timeout_s=0.5)  # gave up for now: the events stay on disk
@@ -222,8 +223,8 @@ def test_a_damaged_line_in_the_queue_is_counted_and_the_rest_sent(tmp_path: Path
     batch.write_bytes(b"\n".join([lines[0], b'{"event_id": "cut sh', *lines[1:]]) + b"\n")
     seen: list[bytes] = []
     tel = Telemetry("http://ingest.invalid", "k", queue_dir=tmp_path,
-                    transport=httpx.MockTransport(_taking(seen)))
-    assert tel.close(timeout_s=10)
+                    transport=_taking(seen))
+    assert not tel.close(timeout_s=10) and tel.stats().queued == 0
     assert sorted(json.loads(line)["payload"]["edit_id"] for line in seen) == ["e0", "e1", "e2"]
     assert tel.stats().dropped_torn == 1
 
@@ -231,17 +232,17 @@ def test_a_damaged_line_in_the_queue_is_counted_and_the_rest_sent(tmp_path: Path
 def test_a_dead_replica_sends_the_sdk_on_to_the_next_and_it_stays_there(tmp_path: Path) -> None:
     hosts: list[str] = []
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        hosts.append(request.url.host)
-        if request.url.host == "ingest-a.invalid":
-            raise httpx.ConnectError("connection refused")
-        lines = gzip.decompress(request.content).splitlines()
-        return httpx.Response(200, json={"accepted": ["x"] * len(lines), "duplicates": [],
-                                         "rejected": []})
+    def answer(request: Request) -> Response:
+        hosts.append(request.host)
+        if request.host == "ingest-a.invalid":
+            raise ConnectionRefusedError("connection refused")
+        lines = gzip.decompress(request.body).splitlines()
+        return Response.of_json(200, {"accepted": ["x"] * len(lines), "duplicates": [],
+                                      "rejected": []})
 
     tel = Telemetry(["http://ingest-a.invalid", "http://ingest-b.invalid/v1/events"], "k",
                     queue_dir=tmp_path, batch_size=1, backoff_base_s=0.01, backoff_cap_s=0.02,
-                    transport=httpx.MockTransport(answer))
+                    transport=answer)
     for turn in range(3):
         tel.followup_sent(TRAJ, sentiment="neutral")
         assert tel.flush(timeout_s=10), turn

@@ -22,9 +22,9 @@ from ingest_support import (
     running_server,
 )
 
-from harness.sdk import Telemetry, Trajectory
 from infra import broker
 from infra.settings import Settings
+from rewardstream_telemetry import Telemetry, Trajectory
 from schemas.events import EVENT_TYPES
 
 pytestmark = pytest.mark.kafka

@@ -30,10 +30,9 @@ from sdk_ts_support import (
     run_node_tests,
 )
 
-from harness.sdk import Telemetry, Trajectory
 from infra import broker
 from infra.settings import Settings
-from schemas.events import SamplingParams
+from rewardstream_telemetry import Telemetry, Trajectory
 
 _INGEST_TESTS = ["test/integration/ingest.test.js", "test/integration/crash.test.js"]
 _OUTAGE_TEST = "test/integration/outage.test.js"
@@ -162,10 +161,7 @@ def _python_producer(url: str, queue_dir: Path) -> list[str]:
     ids = []
     with Telemetry(url, TEST_KEY, queue_dir=queue_dir, linger_s=0.02) as tel:
         for event_type, payload in _EVENTS:
-            fields = dict(payload)
-            if "sampling" in fields:
-                fields["sampling"] = SamplingParams(**fields["sampling"])
-            ids.append(str(getattr(tel, event_type.replace(".", "_"))(trajectory, **fields)))
+            ids.append(str(getattr(tel, event_type.replace(".", "_"))(trajectory, **payload)))
         assert tel.flush(timeout_s=30)
     return ids
 

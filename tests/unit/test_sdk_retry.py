@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from harness.sdk.retry import Action, backoff_delay_s, classify, parse_retry_after_s
+from rewardstream_telemetry.retry import Action, backoff_delay_s, classify, parse_retry_after_s
 
 
 @pytest.mark.parametrize("status, action", [

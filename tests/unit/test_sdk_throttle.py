@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from infra.throttle import ThrottledLog
+from rewardstream_telemetry.throttle import ThrottledLog
 
 
 def test_one_line_per_interval_per_key_saying_how_many_were_held_back(

@@ -16,7 +16,8 @@ directory gone); a half-written line is cut off again, so the file stays whole l
 next write that works carries on. A directory that cannot be opened at all leaves the queue
 unusable (every ``put`` refused) until ``reopen`` succeeds. Counters persist in ``counters.json``
 (written at most once a second, and on close); when that file cannot be written they are kept
-in memory, ``counters_persisted`` is False and a line says so.
+in memory, ``counters_persisted`` is False and a line says so. ``counted`` holds only what this
+process counted (the telemetry client's stats start at zero per client).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from infra.errors import QueueInUseError
-from infra.throttle import ThrottledLog
+from rewardstream_telemetry.errors import QueueInUseError
+from rewardstream_telemetry.throttle import ThrottledLog
 
 __all__ = ["DiskQueue"]
 
@@ -54,7 +55,8 @@ class DiskQueue:
         self._fsync = fsync
         self._mutex = threading.RLock()
         self._throttled = ThrottledLog(logger or logging.getLogger(__name__))
-        self.counters: dict[str, int] = {}
+        self.counters: dict[str, int] = {}  # since the directory was first used, persisted
+        self.counted: dict[str, int] = {}  # by this process only
         self.counters_persisted = True
         self._saved_s = float("-inf")
         self._dirty = False
@@ -150,6 +152,7 @@ class DiskQueue:
         """Add to a persisted counter (drops and the like)."""
         with self._mutex:
             self.counters[name] = self.counters.get(name, 0) + n
+            self.counted[name] = self.counted.get(name, 0) + n
             self._dirty = True
             self.save_counters()
 
