@@ -188,15 +188,20 @@ export function renderEvents(schemaDir: string = DEFAULT_SCHEMA_DIR): string {
     "/** One typed constructor per event type: the new event's id, or null when not queued. */",
     "export abstract class EventConstructors {",
     "  protected abstract record<T extends EventType>(",
-    "    type: T, trajectory: Trajectory, payload: PayloadOf[T], occurredAt?: Date,",
+    "    type: T, trajectory: Trajectory, payload: PayloadOf[T], occurredAt?: Date | string,",
     "  ): string | null;",
   );
   for (const { type } of published) {
     out.push(
       "",
-      `  /** Queue a ${type} event that occurred at \`occurredAt\` (default: now). */`,
+      `  /**`,
+      `   * Queue a ${type} event that occurred at \`occurredAt\` (a Date or an ISO-8601 string`,
+      "   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything",
+      "   * else; an invalid payload is refused (null), counted and reported to onError.",
+      "   */",
       `  ${camel(type)}(`,
-      `    trajectory: Trajectory, payload: PayloadOf[${literal(type)}], occurredAt?: Date,`,
+      `    trajectory: Trajectory, payload: PayloadOf[${literal(type)}],`,
+      "    occurredAt?: Date | string,",
       "  ): string | null {",
       `    return this.record(${literal(type)}, trajectory, payload, occurredAt);`,
       "  }",

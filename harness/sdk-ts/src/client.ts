@@ -14,7 +14,7 @@ import { uuid7 } from "./ids.js";
 import { MemoryStorage } from "./memoryStorage.js";
 import { EventQueue } from "./queue.js";
 import { crossFieldProblem } from "./rules.js";
-import { validate, withDefaults } from "./schema.js";
+import { parseDateTime, validate, withDefaults } from "./schema.js";
 import type { QueueStorage } from "./storage.js";
 import type { Trajectory } from "./trajectory.js";
 
@@ -53,6 +53,26 @@ export interface TelemetryStats {
   droppedUndeliverable: number; // batches ingest can never accept (4xx but 408/429, oversize)
   droppedGaveUp: number; // still failing (5xx, 408, 429, no connection) when the budget ran out
   droppedTorn: number; // half-written lines found after a crash
+}
+
+/** Events a client was given that will not reach the log: dropped for any reason, or rejected. */
+function lost(stats: TelemetryStats): number {
+  return stats.rejected + stats.droppedQueueFull + stats.droppedInvalid + stats.droppedStorage +
+    stats.droppedClosed + stats.droppedUndeliverable + stats.droppedGaveUp + stats.droppedTorn;
+}
+
+/** ``occurredAt`` as a valid Date (now when absent); throws, naming the field, otherwise. */
+function eventTime(occurredAt: Date | string | undefined): Date {
+  if (occurredAt === undefined) return new Date();
+  const when = typeof occurredAt === "string" ? parseDateTime(occurredAt)
+    : occurredAt instanceof Date && !isNaN(occurredAt.getTime()) ? occurredAt : null;
+  if (when === null) {
+    const got = typeof occurredAt === "string" ? JSON.stringify(occurredAt)
+      : occurredAt instanceof Date ? "an invalid Date" : `a ${typeof occurredAt}`;
+    throw new TelemetryError("invalid_event", "occurredAt: must be a Date or an ISO-8601 " +
+                             `date-time with a time zone (2025-01-31T12:00:00Z), got ${got}`);
+  }
+  return when;
 }
 
 const POLL_MS = 25;
@@ -151,14 +171,20 @@ export class Telemetry extends EventConstructors {
     }
   }
 
-  /** Flush for up to ``timeoutMs``, then stop; what is unsent stays in storage for next time. */
+  /**
+   * Flush for up to ``timeoutMs``, then stop; what is unsent stays in storage for next time.
+   * Resolves true only when nothing is left queued and no event this client was given was lost
+   * (dropped for any reason, or rejected by ingest): ``stats()`` says what. Closing again
+   * answers the same.
+   */
   close(timeoutMs = 30_000): Promise<boolean> {
     this.closing ??= this.shutDown(timeoutMs);
     return this.closing;
   }
 
+  /** This client's counts (from zero when it was made) and what is queued now. */
   stats(): TelemetryStats {
-    const c = this.queue.counters;
+    const c = this.queue.counted;
     return {
       queued: this.queue.pendingEvents, ...this.delivery.counts,
       droppedQueueFull: c["dropped_queue_full"] ?? 0, droppedInvalid: c["dropped_invalid"] ?? 0,
@@ -169,10 +195,10 @@ export class Telemetry extends EventConstructors {
   }
 
   protected record<T extends EventType>(
-    type: T, trajectory: Trajectory, payload: PayloadOf[T], occurredAt?: Date,
+    type: T, trajectory: Trajectory, payload: PayloadOf[T], occurredAt?: Date | string,
   ): string | null {
+    const when = eventTime(occurredAt); // throws: a wrong kind of value is the caller's bug
     try {
-      const when = occurredAt ?? new Date();
       const at = when.toISOString();
       const event = {
         event_id: uuid7(when.getTime()), type, schema_version: SCHEMA_VERSIONS[type],
@@ -274,7 +300,7 @@ export class Telemetry extends EventConstructors {
       this.closed = true;
       const empty = this.queue.pendingEvents === 0;
       this.queue.close();
-      return flushed && empty;
+      return flushed && empty && lost(this.stats()) === 0;
     } catch (error) {
       this.closed = true;
       this.report(new TelemetryError("storage", `cannot close the queue: ${String(error)}`));

@@ -2,7 +2,7 @@
  * A bounded queue of events over a {@link QueueStorage}. Events are appended to the open segment;
  * the sender seals it (later events go to the next segment), sends sealed segments oldest first
  * and removes each once ingest has taken all of it. A full queue refuses events and counts them;
- * counters of drops persist in the storage, so they are reported across restarts.
+ * counters of drops persist in the storage, summed over every client that used it.
  */
 
 import type { QueueStorage } from "./storage.js";
@@ -15,8 +15,11 @@ export interface QueueLimits {
 }
 
 export class EventQueue {
-  /** Drops and the like, persisted (``dropped_queue_full``, ``dropped_torn`` ...). */
+  /** Drops and the like (``dropped_queue_full``, ``dropped_torn`` ...), persisted: the sums
+   * over every client that used the storage. */
   readonly counters: Record<string, number> = {};
+  /** The same counts, of this queue only (the client's stats start at zero). */
+  readonly counted: Record<string, number> = {};
   private readonly sizes = new Map<number, { events: number; bytes: number }>();
   private openSegment = -1;
   private openEvents = 0;
@@ -62,6 +65,7 @@ export class EventQueue {
   /** Add to a persisted counter; a storage that cannot save keeps the count in memory. */
   count(name: string, n = 1): void {
     this.counters[name] = (this.counters[name] ?? 0) + n;
+    this.counted[name] = (this.counted[name] ?? 0) + n;
     try {
       if (this.opened) this.storage.saveCounters(this.counters);
     } catch {

@@ -4,8 +4,12 @@
  */
 
 import type { Event } from "./generated/events.js";
+import { isUuid7 } from "./ids.js";
 
 export function crossFieldProblem(event: Event): string | null {
+  if (!isUuid7(event.event_id)) {
+    return `event_id: must be a UUIDv7 (the ingest's idempotency key), got ${event.event_id}`;
+  }
   if (event.type === "completion.served") {
     const { behaviour_logprobs: logprobs, completion_token_ids: tokens } = event.payload;
     if (logprobs.length !== tokens.length) {

@@ -42,6 +42,16 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // RFC 3339 with a zone: pydantic's AwareDatetime refuses times without one.
 const DATE_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/i;
 
+/** An RFC 3339 date-time with a zone as a Date; null when ``text`` is not one. */
+export function parseDateTime(text: string): Date | null {
+  if (!DATE_TIME.test(text)) return null;
+  const [year, month, day] = text.slice(0, 10).split("-").map(Number) as [number, number, number];
+  // Date would roll 2025-02-30 over into March; the ingest refuses it.
+  if (day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return null;
+  const when = new Date(text);
+  return isNaN(when.getTime()) ? null : when;
+}
+
 function resolve(schema: JsonSchema, root: JsonSchema): JsonSchema {
   if (schema.$ref === undefined) return schema;
   const name = schema.$ref.replace(/^#\/\$defs\//, "");
@@ -104,7 +114,7 @@ function boundProblem(schema: JsonSchema, value: unknown): string | null {
       return `must match ${schema.pattern}`;
     }
     if (schema.format === "uuid" && !UUID.test(value)) return "must be a UUID";
-    if (schema.format === "date-time" && (!DATE_TIME.test(value) || isNaN(Date.parse(value)))) {
+    if (schema.format === "date-time" && parseDateTime(value) === null) {
       return "must be an ISO-8601 date-time with a time zone";
     }
   }

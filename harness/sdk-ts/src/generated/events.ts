@@ -1759,61 +1759,101 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
 /** One typed constructor per event type: the new event's id, or null when not queued. */
 export abstract class EventConstructors {
   protected abstract record<T extends EventType>(
-    type: T, trajectory: Trajectory, payload: PayloadOf[T], occurredAt?: Date,
+    type: T, trajectory: Trajectory, payload: PayloadOf[T], occurredAt?: Date | string,
   ): string | null;
 
-  /** Queue a clarification.asked event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a clarification.asked event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   clarificationAsked(
-    trajectory: Trajectory, payload: PayloadOf["clarification.asked"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["clarification.asked"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("clarification.asked", trajectory, payload, occurredAt);
   }
 
-  /** Queue a completion.served event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a completion.served event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   completionServed(
-    trajectory: Trajectory, payload: PayloadOf["completion.served"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["completion.served"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("completion.served", trajectory, payload, occurredAt);
   }
 
-  /** Queue a edit.decided event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a edit.decided event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   editDecided(
-    trajectory: Trajectory, payload: PayloadOf["edit.decided"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["edit.decided"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("edit.decided", trajectory, payload, occurredAt);
   }
 
-  /** Queue a edit.persistence event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a edit.persistence event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   editPersistence(
-    trajectory: Trajectory, payload: PayloadOf["edit.persistence"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["edit.persistence"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("edit.persistence", trajectory, payload, occurredAt);
   }
 
-  /** Queue a edit.proposed event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a edit.proposed event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   editProposed(
-    trajectory: Trajectory, payload: PayloadOf["edit.proposed"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["edit.proposed"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("edit.proposed", trajectory, payload, occurredAt);
   }
 
-  /** Queue a followup.sent event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a followup.sent event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   followupSent(
-    trajectory: Trajectory, payload: PayloadOf["followup.sent"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["followup.sent"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("followup.sent", trajectory, payload, occurredAt);
   }
 
-  /** Queue a tool.called event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a tool.called event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   toolCalled(
-    trajectory: Trajectory, payload: PayloadOf["tool.called"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["tool.called"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("tool.called", trajectory, payload, occurredAt);
   }
 
-  /** Queue a trajectory.ended event that occurred at `occurredAt` (default: now). */
+  /**
+   * Queue a trajectory.ended event that occurred at `occurredAt` (a Date or an ISO-8601 string
+   * with a zone; default: now). Throws a TelemetryError naming occurredAt for anything
+   * else; an invalid payload is refused (null), counted and reported to onError.
+   */
   trajectoryEnded(
-    trajectory: Trajectory, payload: PayloadOf["trajectory.ended"], occurredAt?: Date,
+    trajectory: Trajectory, payload: PayloadOf["trajectory.ended"],
+    occurredAt?: Date | string,
   ): string | null {
     return this.record("trajectory.ended", trajectory, payload, occurredAt);
   }

@@ -141,7 +141,7 @@ test("5xx and 408 are retried with backoff until ingest takes the batch", async 
   assert.equal(tel.stats().sent, 2);
 });
 
-test("a batch still failing after retryMaxAttempts is dropped, counted, and the count persists",
+test("a batch still failing after retryMaxAttempts is dropped, counted, stored with the queue",
      async () => {
   const ingest = await startFakeIngest(() => ({ status: 503, body: { detail: "no Kafka" } }));
   const dir = mkdtempSync(join(tmpdir(), "rs-gave-up-"));
@@ -149,15 +149,16 @@ test("a batch still failing after retryMaxAttempts is dropped, counted, and the 
                                                retryMaxAttempts: 3 });
   toolCalls(tel, 4);
   assert.ok(await tel.flush(5000)); // nothing left: the batch was given up
-  await tel.close();
+  assert.equal(await tel.close(), false); // but events were lost
   assert.equal(ingest.batches.length, 3);
   assert.deepEqual([tel.stats().droppedGaveUp, tel.stats().retries, tel.stats().queued],
                    [4, 2, 0]);
   const [gaveUp] = errors.filter((e) => e.kind === "gave_up");
   assert.match(gaveUp!.message, /ingest answered 503; retry budget \(3 attempts, 900 s\) spent /);
   const next = client(ingest.url, { storage: new FileStorage(dir) }); // a later process
-  assert.equal(next.tel.stats().droppedGaveUp, 4);
+  assert.equal(next.tel.stats().droppedGaveUp, 0); // its own counts start at zero
   assert.ok(await next.tel.close(1000));
+  assert.equal(new FileStorage(dir).loadCounters()["dropped_gave_up"], 4); // the stored sum
   await ingest.close();
   rmSync(dir, { recursive: true });
 });
@@ -236,7 +237,7 @@ test("emit with a broken storage returns false and counts; nothing throws", asyn
   assert.equal(tel.stats().droppedStorage, 2);
   assert.ok(errors.every((e) => e.kind === "storage") && /ENOSPC/.test(errors[0]!.message));
   assert.ok(await tel.flush(100));
-  assert.ok(await tel.close(100));
+  assert.equal(await tel.close(100), false);
 
   const dir = mkdtempSync(join(tmpdir(), "rs-broken-"));
   writeFileSync(join(dir, "file"), "not a directory");
@@ -244,7 +245,7 @@ test("emit with a broken storage returns false and counts; nothing throws", asyn
   assert.equal(unusable.tel.toolCalled(TRAJECTORY, { call_id: "c", tool: "t", valid: true }), null);
   assert.equal(unusable.tel.stats().droppedStorage, 1);
   assert.match(unusable.errors[0]!.message, /cannot open the queue storage/);
-  assert.ok(await unusable.tel.close(100));
+  assert.equal(await unusable.tel.close(100), false);
   rmSync(dir, { recursive: true });
 });
 
@@ -255,16 +256,19 @@ test("an invalid event is refused at the call, counted, and named by field", asy
   assert.equal(tel.completionServed(TRAJECTORY, { completion_id: "c", model: "m",
     prompt_token_ids: [], completion_token_ids: [1, 2], behaviour_logprobs: [-1], ttft_ms: 1,
     latency_ms: 2 }), null);
-  assert.equal(tel.followupSent(TRAJECTORY, { sentiment: "neutral" }, new Date(Number.NaN)), null);
+  const now = new Date().toISOString();
+  assert.equal(tel.emit({ ...TRAJECTORY, type: "followup.sent", occurred_at: now, sent_at: now,
+                          event_id: "6f9619ff-8b86-4d01-b42d-00c04fc964ff", // a version 4
+                          payload: { sentiment: "neutral" } }), false);
   assert.equal(tel.emit({ type: "nope" } as never), false);
   assert.equal(tel.emit(null as never), false);
   assert.equal(tel.stats().droppedInvalid, 6);
   assert.deepEqual(errors.map((e) => e.message.split(":")[0]), [
     "tool.called payload.call_id", "tool.called payload.error_kind",
-    "completion.served payload.behaviour_logprobs", "cannot make a followup.sent event", "type",
-    "type",
+    "completion.served payload.behaviour_logprobs", "followup.sent event_id", "type", "type",
   ]);
-  await tel.close(100);
+  assert.equal(await tel.close(100), false); // what was dropped is not a clean close
+
 });
 
 test("a full queue refuses events and counts them", async () => {
@@ -283,6 +287,79 @@ test("emit after close is refused and counted; a failing onError never reaches t
   assert.equal(tel.followupSent(TRAJECTORY, { sentiment: "neutral" }), null);
   assert.equal(tel.stats().droppedClosed, 1);
   assert.equal(await tel.close(50), true); // closing again answers the first close
+});
+
+test("occurredAt takes a Date or an ISO-8601 string with a zone, kept to the millisecond",
+     async () => {
+  const ingest = await startFakeIngest();
+  const { tel } = client(ingest.url);
+  const given: [Date | string, string][] = [
+    [new Date("2025-01-31T12:00:00.123Z"), "2025-01-31T12:00:00.123Z"],
+    ["2025-01-31T12:00:00.123Z", "2025-01-31T12:00:00.123Z"],
+    ["2025-01-31T14:00:00+02:00", "2025-01-31T12:00:00.000Z"],
+    ["2025-01-31t12:00:00.123456z", "2025-01-31T12:00:00.123Z"],
+  ];
+  const ids = given.map(([when]) => tel.followupSent(TRAJECTORY, { sentiment: "neutral" }, when));
+  assert.ok(await tel.close(5000));
+  await ingest.close();
+  const events = ingest.batches.flatMap((b) => b.events);
+  assert.deepEqual(events.map((e) => e["event_id"]), ids);
+  assert.deepEqual(events.map((e) => e["occurred_at"]), given.map(([, written]) => written));
+  for (const event of events) {
+    assert.equal(uuid7TimeMs(event["event_id"]), Date.parse(event["occurred_at"]));
+  }
+});
+
+test("any other occurredAt throws at the call, naming the field; nothing is queued", async () => {
+  const { tel, errors } = client(await deadUrl());
+  const wrong: unknown[] = [1738324800000, "2025-01-31T12:00:00", "yesterday", "2025-02-30T00:00:00Z",
+                            new Date(Number.NaN), {}, null];
+  for (const when of wrong) {
+    assert.throws(() => tel.toolCalled(TRAJECTORY, { call_id: "c", tool: "t", valid: true },
+                                       when as Date),
+                  (error: Error) => error.name === "TelemetryError" &&
+                    error.message.startsWith("occurredAt: must be a Date or an ISO-8601"),
+                  String(when));
+  }
+  assert.deepEqual([tel.stats().queued, tel.stats().droppedInvalid, errors.length], [0, 0, 0]);
+  assert.ok(await tel.close(100));
+});
+
+test("close() is false when events were lost, and counts start at zero for each client",
+     async () => {
+  const dir = mkdtempSync(join(tmpdir(), "rs-per-client-"));
+  const ingest = await startFakeIngest();
+  const first = client(ingest.url, { storage: new FileStorage(dir) });
+  for (let i = 0; i < 140; i++) {
+    first.tel.toolCalled(TRAJECTORY, { call_id: "", tool: "read_file", valid: true });
+  }
+  assert.equal(first.tel.stats().droppedInvalid, 140);
+  assert.equal(await first.tel.close(5000), false); // every event was dropped: not a success
+  const second = client(ingest.url, { storage: new FileStorage(dir) });
+  assert.equal(second.tel.stats().droppedInvalid, 0);
+  toolCalls(second.tel, 3);
+  assert.equal(await second.tel.close(5000), true);
+  assert.deepEqual([second.tel.stats().sent, second.tel.stats().droppedInvalid], [3, 0]);
+  assert.equal(new FileStorage(dir).loadCounters()["dropped_invalid"], 140);
+  await ingest.close();
+  rmSync(dir, { recursive: true });
+});
+
+test("close() is false when ingest refused a batch for good or rejected an event", async () => {
+  const refusing = await startFakeIngest(() => ({ status: 401, body: { detail: "bad key" } }));
+  const { tel } = client(refusing.url);
+  toolCalls(tel, 2);
+  assert.equal(await tel.close(5000), false);
+  assert.deepEqual([tel.stats().queued, tel.stats().droppedUndeliverable], [0, 2]);
+  await refusing.close();
+  const rejecting = await startFakeIngest((events) => ({ status: 207, body: {
+    accepted: [], duplicates: [], rejected: events.map((e) => ({ event_id: e["event_id"],
+                                                                 reason: "no" })) } }));
+  const second = client(rejecting.url);
+  toolCalls(second.tel, 1);
+  assert.equal(await second.tel.close(5000), false);
+  assert.equal(second.tel.stats().rejected, 1);
+  await rejecting.close();
 });
 
 function sleepMs(ms: number): Promise<void> {
