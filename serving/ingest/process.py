@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -52,14 +53,16 @@ def _free_port() -> int:
 
 @contextmanager
 def ingest_process(
-    settings: Settings, keys: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None,
-    ready_timeout_s: float = 60.0,
+    settings: Settings, keys: Sequence[Mapping[str, Any]] | Path,
+    env: Mapping[str, str] | None = None, ready_timeout_s: float = 60.0,
 ) -> Iterator[IngestProcess]:
-    """Start the server with these key-file entries (and ``REWARDSTREAM_INGEST_*`` overrides),
-    wait until it is ready, and stop it at the end."""
+    """Start the server with these key-file entries, or the key file at this path (and
+    ``REWARDSTREAM_INGEST_*`` overrides), wait until it is ready, and stop it at the end."""
     port = _free_port()
-    child_env = {**os.environ, **client_env(settings),
-                 "REWARDSTREAM_INGEST_KEYS": json.dumps(list(keys)),
+    inline = "" if isinstance(keys, Path) else json.dumps(list(keys))  # "": the file is read
+    key_env = {"REWARDSTREAM_INGEST_KEYS": inline,
+               "REWARDSTREAM_INGEST_KEYS_FILE": str(keys) if isinstance(keys, Path) else ""}
+    child_env = {**os.environ, **client_env(settings), **key_env,
                  "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": uuid.uuid4().hex, **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "infra.cli", "serve", "ingest",
                              "--port", str(port)], env=child_env)
