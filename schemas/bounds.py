@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+# Ids and names: the producers' SDK refuses a control character at the call, ingest again.
+from rewardstream_telemetry.validation import control_character_problem
+
 __all__ = [
     "EARLIEST_TIME",
     "IDENTIFIER_MAX_CHARS",
@@ -53,9 +56,6 @@ _ORG_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{ORG_ID_MAX_CHARS - 1}}}")
 USER_MAX_CHARS = 256
 TOOL_NAME_MAX_CHARS = 64
 PATH_MAX_CHARS = 1024
-# Ids, names and paths become Kafka keys, reward keys, file names and log lines: a control
-# character (C0, DEL, C1: a NUL, a newline, an escape sequence) has no place in any of them.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 # Numbers.
 MAX_DURATION_MS = 86_400_000.0  # ttft_ms, latency_ms, duration_ms: one day
@@ -84,11 +84,3 @@ def org_id_problem(org_id: str) -> str | None:
     return (f"{org_id[:80]!r} is not an org id: 1 to {ORG_ID_MAX_CHARS} letters, digits, '.', "
             "'_' or '-', starting with a letter or digit")
 
-
-def control_character_problem(text: str) -> str | None:
-    """Why ``text`` cannot be an id or name (it holds a control character), or None."""
-    found = _CONTROL.search(text)
-    if found is None:
-        return None
-    return (f"contains the control character U+{ord(found.group()):04X} at index "
-            f"{found.start()}; ids and names must be printable")

@@ -130,6 +130,11 @@ def test_any_other_occurred_at_is_refused_at_the_call_naming_the_field(
      "edit.persistence payload.surviving_fraction: must be a finite number, got nan"),
     (lambda t: t.followup_sent(Trajectory("t", "s", "", "c"), sentiment="neutral"),
      "followup.sent user: must have at least 1 character"),
+    (lambda t: t.followup_sent(Trajectory("traj\x00", "s", "u", "c"), sentiment="neutral"),
+     "followup.sent trajectory_id: contains the control character U+0000 at index 4; ids and "
+     "names must be printable"),
+    (lambda t: t.edit_proposed(TRAJ, edit_id="e", path="src/a.py\n"),
+     "edit.proposed payload.path: contains the control character U+000A at index 8"),
     (lambda t: t.emit({"event_id": "6f9619ff-8b86-4d01-b42d-00c04fc964ff", "type": "followup.sent",
                        "trajectory_id": "t", "session_id": "s", "user": "u", "checkpoint_id": "c",
                        "occurred_at": "2026-01-31T12:00:00Z", "sent_at": "2026-01-31T12:00:00Z",

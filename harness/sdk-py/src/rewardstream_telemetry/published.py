@@ -13,7 +13,11 @@ from importlib import resources
 from typing import Any
 
 from rewardstream_telemetry.errors import InvalidEventError
-from rewardstream_telemetry.validation import validate, with_defaults
+from rewardstream_telemetry.validation import (
+    control_character_problem,
+    validate,
+    with_defaults,
+)
 
 __all__ = ["EVENT_SCHEMAS", "EVENT_TYPES", "SCHEMA_FILE", "SCHEMA_VERSIONS", "checked_event"]
 
@@ -36,11 +40,25 @@ EVENT_SCHEMAS, SCHEMA_VERSIONS = _load()
 EVENT_TYPES: tuple[str, ...] = tuple(EVENT_SCHEMAS)
 
 
+_ENVELOPE_IDS = ("trajectory_id", "session_id", "user", "checkpoint_id", "arm")
+
+
+def _control_character_problem(event: Mapping[str, Any]) -> str | None:
+    named = [(name, event[name]) for name in _ENVELOPE_IDS]
+    named += [(f"payload.{name}", value) for name, value in event["payload"].items()]
+    for name, value in named:
+        if isinstance(value, str) and (problem := control_character_problem(value)):
+            return f"{name}: {problem}"
+    return None
+
+
 def _cross_field_problem(event: Mapping[str, Any]) -> str | None:
-    """The ingest models' rules JSON Schema cannot state; None when the event keeps them."""
+    """The ingest's rules JSON Schema cannot state; None when the event keeps them."""
     event_id, payload = str(event["event_id"]), event["payload"]
     if event_id[14] != "7" or event_id[19] not in "89abAB":
         return f"event_id: must be a UUIDv7 (the ingest's idempotency key), got {event_id}"
+    if (unprintable := _control_character_problem(event)) is not None:
+        return unprintable
     if event["type"] == "completion.served":
         logprobs, tokens = payload["behaviour_logprobs"], payload["completion_token_ids"]
         if len(logprobs) != len(tokens):

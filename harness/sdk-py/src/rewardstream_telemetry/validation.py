@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-__all__ = ["SUPPORTED_FORMATS", "SUPPORTED_KEYWORDS", "parse_date_time", "unsupported",
-           "validate", "with_defaults"]
+__all__ = ["SUPPORTED_FORMATS", "SUPPORTED_KEYWORDS", "control_character_problem",
+           "parse_date_time", "unsupported", "validate", "with_defaults"]
 
 Schema = Mapping[str, Any]
 
@@ -30,6 +30,20 @@ _TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
 # RFC 3339 with a zone: the ingest's models refuse times without one.
 _DATE_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", re.I)
+
+
+# Ids, names and paths become Kafka keys, reward keys, file names and log lines: a control
+# character (C0, DEL, C1: a NUL, a newline, an escape sequence) has no place in any of them.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def control_character_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an id or name (it holds a control character), or None."""
+    found = _CONTROL.search(text)
+    if found is None:
+        return None
+    return (f"contains the control character U+{ord(found.group()):04X} at index "
+            f"{found.start()}; ids and names must be printable")
 
 
 def parse_date_time(text: str) -> datetime | None:

@@ -256,17 +256,22 @@ test("an invalid event is refused at the call, counted, and named by field", asy
   assert.equal(tel.completionServed(TRAJECTORY, { completion_id: "c", model: "m",
     prompt_token_ids: [], completion_token_ids: [1, 2], behaviour_logprobs: [-1], ttft_ms: 1,
     latency_ms: 2 }), null);
+  assert.equal(tel.toolCalled({ ...TRAJECTORY, trajectory_id: "traj\u0000" },
+                              { call_id: "c", tool: "t", valid: true }), null);
+  assert.equal(tel.editProposed(TRAJECTORY, { edit_id: "e", path: "src/a.ts\n" }), null);
   const now = new Date().toISOString();
   assert.equal(tel.emit({ ...TRAJECTORY, type: "followup.sent", occurred_at: now, sent_at: now,
                           event_id: "6f9619ff-8b86-4d01-b42d-00c04fc964ff", // a version 4
                           payload: { sentiment: "neutral" } }), false);
   assert.equal(tel.emit({ type: "nope" } as never), false);
   assert.equal(tel.emit(null as never), false);
-  assert.equal(tel.stats().droppedInvalid, 6);
+  assert.equal(tel.stats().droppedInvalid, 8);
   assert.deepEqual(errors.map((e) => e.message.split(":")[0]), [
     "tool.called payload.call_id", "tool.called payload.error_kind",
-    "completion.served payload.behaviour_logprobs", "followup.sent event_id", "type", "type",
+    "completion.served payload.behaviour_logprobs", "tool.called trajectory_id",
+    "edit.proposed payload.path", "followup.sent event_id", "type", "type",
   ]);
+  assert.match(errors[3]!.message, /control character U\+0000 at index 4; ids and names must/);
   assert.equal(await tel.close(100), false); // what was dropped is not a clean close
 
 });
