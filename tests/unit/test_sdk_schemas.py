@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
+from rewardstream_telemetry import events as sdk_events
 from rewardstream_telemetry.published import EVENT_SCHEMAS, SCHEMA_VERSIONS
 from rewardstream_telemetry.validation import unsupported, validate
 from schemas.errors import SchemaCompatibilityError
@@ -39,6 +41,22 @@ def test_the_sdk_ships_exactly_the_newest_published_schema_of_each_type() -> Non
 def test_every_shipped_schema_uses_only_what_the_validator_enforces() -> None:
     for name, schema in EVENT_SCHEMAS.items():
         assert unsupported(schema) == [], name
+
+
+@pytest.mark.parametrize("alias, event_type, field", [
+    ("FinishReason", "completion.served", "finish_reason"),
+    ("ToolErrorKind", "tool.called", "error_kind"),
+    ("EditDecision", "edit.decided", "decision"),
+    ("Sentiment", "followup.sent", "sentiment"),
+    ("TrajectoryOutcome", "trajectory.ended", "outcome"),
+])
+def test_the_constructors_parameter_types_are_the_shipped_schemas_closed_sets(
+        alias: str, event_type: str, field: str) -> None:
+    schema = EVENT_SCHEMAS[event_type]
+    payload = schema["$defs"][schema["properties"]["payload"]["$ref"].rsplit("/", 1)[1]]
+    prop: dict[str, Any] = payload["properties"][field]
+    enum = next((b["enum"] for b in prop.get("anyOf", []) if "enum" in b), prop.get("enum"))
+    assert list(get_args(getattr(sdk_events, alias))) == enum
 
 
 def _published_copy(tmp_path: Path) -> Path:

@@ -11,12 +11,20 @@ to the ingest API. Standard library only. Example::
 
 from rewardstream_telemetry.client import Telemetry, TelemetryStats
 from rewardstream_telemetry.errors import InvalidEventError, QueueInUseError, TelemetryError
-from rewardstream_telemetry.events import Trajectory
+from rewardstream_telemetry.events import (
+    EditDecision,
+    FinishReason,
+    Sentiment,
+    ToolErrorKind,
+    Trajectory,
+    TrajectoryOutcome,
+)
 from rewardstream_telemetry.published import EVENT_SCHEMAS, EVENT_TYPES, SCHEMA_VERSIONS
 from rewardstream_telemetry.transport import HttpTransport, Request, Response, Transport
 
 __all__ = [
-    "EVENT_SCHEMAS", "EVENT_TYPES", "SCHEMA_VERSIONS", "HttpTransport", "InvalidEventError",
-    "QueueInUseError", "Request", "Response", "Telemetry", "TelemetryError", "TelemetryStats",
-    "Trajectory", "Transport",
+    "EVENT_SCHEMAS", "EVENT_TYPES", "SCHEMA_VERSIONS", "EditDecision", "FinishReason",
+    "HttpTransport", "InvalidEventError", "QueueInUseError", "Request", "Response", "Sentiment",
+    "Telemetry", "TelemetryError", "TelemetryStats", "ToolErrorKind", "Trajectory",
+    "TrajectoryOutcome", "Transport",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from rewardstream_telemetry.errors import InvalidEventError
@@ -21,7 +21,17 @@ from rewardstream_telemetry.ids import uuid7
 from rewardstream_telemetry.published import SCHEMA_VERSIONS
 from rewardstream_telemetry.validation import parse_date_time
 
-__all__ = ["EventConstructors", "Trajectory", "timestamp"]
+__all__ = ["EditDecision", "EventConstructors", "FinishReason", "Sentiment", "ToolErrorKind",
+           "Trajectory", "TrajectoryOutcome", "timestamp"]
+
+# The closed sets of the shipped schemas (a test compares them), for type checkers and editors;
+# the schema decides at run time.
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
+ToolErrorKind = Literal["malformed_call", "unknown_tool", "bad_arguments", "timeout",
+                        "sandbox_violation", "tool_error"]
+EditDecision = Literal["accepted", "rejected", "reverted"]
+Sentiment = Literal["dissatisfied", "neutral", "satisfied"]
+TrajectoryOutcome = Literal["completed", "aborted", "error"]
 
 _UNSET: Any = object()  # a payload field left to its schema's default
 
@@ -88,7 +98,7 @@ class EventConstructors:
         self, trajectory: Trajectory, *, completion_id: str, model: str,
         prompt_token_ids: Sequence[int], completion_token_ids: Sequence[int],
         behaviour_logprobs: Sequence[float], ttft_ms: float, latency_ms: float,
-        sampling: Mapping[str, Any] | Any = None, finish_reason: str = "stop",
+        sampling: Mapping[str, Any] | Any = None, finish_reason: FinishReason = "stop",
         occurred_at: datetime | str | None = None,
     ) -> UUID:
         """``sampling``: a mapping of the SamplingParams fields (or a model with model_dump)."""
@@ -102,7 +112,7 @@ class EventConstructors:
 
     def tool_called(
         self, trajectory: Trajectory, *, call_id: str, tool: str, valid: bool,
-        error_kind: str | None = None, duration_ms: float = 0.0,
+        error_kind: ToolErrorKind | None = None, duration_ms: float = 0.0,
         parallel_group: int | None = None, occurred_at: datetime | str | None = None,
     ) -> UUID:
         payload = {"call_id": call_id, "tool": tool, "valid": valid, "error_kind": error_kind,
@@ -118,7 +128,7 @@ class EventConstructors:
         return self._new("edit.proposed", trajectory, payload, occurred_at)
 
     def edit_decided(
-        self, trajectory: Trajectory, *, edit_id: str, decision: str,
+        self, trajectory: Trajectory, *, edit_id: str, decision: EditDecision,
         occurred_at: datetime | str | None = None,
     ) -> UUID:
         return self._new("edit.decided", trajectory, {"edit_id": edit_id, "decision": decision},
@@ -133,7 +143,7 @@ class EventConstructors:
         return self._new("edit.persistence", trajectory, payload, occurred_at)
 
     def followup_sent(
-        self, trajectory: Trajectory, *, sentiment: str,
+        self, trajectory: Trajectory, *, sentiment: Sentiment,
         occurred_at: datetime | str | None = None,
     ) -> UUID:
         return self._new("followup.sent", trajectory, {"sentiment": sentiment}, occurred_at)
@@ -146,7 +156,8 @@ class EventConstructors:
                          {"request_ambiguity": request_ambiguity}, occurred_at)
 
     def trajectory_ended(
-        self, trajectory: Trajectory, *, outcome: str, turns: int, task_family: str = "default",
+        self, trajectory: Trajectory, *, outcome: TrajectoryOutcome, turns: int,
+        task_family: str = "default",
         occurred_at: datetime | str | None = None,
     ) -> UUID:
         payload = {"outcome": outcome, "turns": turns, "task_family": task_family}
