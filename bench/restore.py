@@ -124,19 +124,19 @@ def restore(
         started = time.monotonic()
         app.run(timeout=600)
     totals = shell.totals
-    result = {"markers": counts, "write_s": round(written_s, 1),
-              "first_record_after_s": {str(p): round(at - started, 2)
-                                       for p, at in sorted(totals.ready_s.items())},
-              "join_restore_s": {str(p): round(s, 4) for p, s in sorted(totals.restored.items())},
-              "state": {str(p): size for p, size in sorted(totals.partitions.items())}}
+    first_record_s = {str(p): round(at - started, 2) for p, at in sorted(totals.ready_s.items())}
+    restore_s = {str(p): round(s, 4) for p, s in sorted(totals.restored.items())}
     if as_json:
-        typer.echo(json.dumps(result))
+        typer.echo(json.dumps({
+            "markers": counts, "write_s": round(written_s, 1),
+            "first_record_after_s": first_record_s, "join_restore_s": restore_s,
+            "state": {str(p): size for p, size in sorted(totals.partitions.items())}}))
         return
     typer.echo(f"markers written (partition: count): {counts} in {written_s:.1f} s")
-    for partition, after in result["first_record_after_s"].items():
+    for partition, after in first_record_s.items():
         typer.echo(f"  partition {partition}: first record {after:.2f} s after start "
                    f"(changelog recovery + group join); the join's own restore "
-                   f"{result['join_restore_s'].get(partition, 0.0):.4f} s")
+                   f"{restore_s.get(partition, 0.0):.4f} s")
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -258,14 +258,14 @@ def run_serving_bench(model_dir: Path | None, requests: int, max_tokens: int,
     results |= {f"{name} (adapter merged)": row for name, row in merged_rows.items()}
     results |= {f"{name} (2 adapters, both merged)": row for name, row in two_rows.items()}
     results |= {f"{name} (3rd adapter, unmerged)": row for name, row in unmerged_rows.items()}
-    base, top = results["transformers"], results["gateway"]
+    plain, top = results["transformers"], results["gateway"]
     return {
         "model": label, "adapter": adapter_label,
         "requests": requests, "max_tokens": max_tokens, "torch_threads": torch.get_num_threads(),
         "results": results,
         "gateway_vs_transformers": {
-            "tokens_per_s_ratio": top["tokens_per_s_median"] / base["tokens_per_s_median"],
-            "ttft_ratio": top["ttft_ms_median"] / base["ttft_ms_median"],
+            "tokens_per_s_ratio": top["tokens_per_s_median"] / plain["tokens_per_s_median"],
+            "ttft_ratio": top["ttft_ms_median"] / plain["ttft_ms_median"],
         },
         "adapter_vs_base": merged, "two_merged_adapter_vs_base": two_merged,
         "unmerged_adapter_vs_base": unmerged,

@@ -9,13 +9,21 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerFast
+
+    from trainer.batch import TokenBatch, TrainSample
 
 __all__ = ["register"]
 
 
-def _setup(root: Path, hidden: int, layers: int):  # -> (TrainConfig, tokenizer, model_dir)
+def _setup(root: Path, hidden: int, layers: int) -> tuple[PreTrainedTokenizerFast, Path]:
+    """A tokenizer and a model directory built locally."""
     from transformers.utils import logging
 
     from harness.policy.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
@@ -30,7 +38,8 @@ def _setup(root: Path, hidden: int, layers: int):  # -> (TrainConfig, tokenizer,
     return tokenizer, build_tiny_model(tokenizer, root / "model", config)
 
 
-def _samples(count: int, prompt_len: int, completion_len: int, vocab: int):
+def _samples(count: int, prompt_len: int, completion_len: int,
+             vocab: int) -> list[TrainSample]:
     import torch
 
     from trainer.batch import TrainSample
@@ -44,7 +53,8 @@ def _samples(count: int, prompt_len: int, completion_len: int, vocab: int):
     return out
 
 
-def _reference_step(model, optimizer, batch, cap: float, max_norm: float) -> None:
+def _reference_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: TokenBatch,
+                    cap: float, max_norm: float) -> None:
     """The same update written as a bare loop over prebuilt tensors."""
     import torch
 
@@ -119,26 +129,26 @@ def trainer_bench(
                 start = time.perf_counter()
                 run()
                 timings[name] += time.perf_counter() - start
-    result = {
-        "model": {"dir": str(model) if model else None, "lora": lora,
-                  "hidden": plain.config.hidden_size, "layers": plain.config.num_hidden_layers,
-                  "params": sum(p.numel() for p in plain.parameters()),
-                  "trainable": sum(p.numel() for p in reference.trainable())},
-        "batch": batch, "tokens_per_step": tokens, "steps": steps,
-        "trainer_tokens_per_s": tokens * steps / timings["trainer"],
-        "reference_tokens_per_s": tokens * steps / timings["reference"],
-    }
-    result["ratio"] = result["trainer_tokens_per_s"] / result["reference_tokens_per_s"]
+    params = sum(p.numel() for p in plain.parameters())
+    trained = sum(p.numel() for p in reference.trainable())
+    trainer_tps = tokens * steps / timings["trainer"]
+    reference_tps = tokens * steps / timings["reference"]
     if as_json:
-        typer.echo(json.dumps(result))
+        described: dict[str, Any] = {
+            "dir": str(model) if model else None, "lora": lora,
+            "hidden": plain.config.hidden_size, "layers": plain.config.num_hidden_layers,
+            "params": params, "trainable": trained}
+        typer.echo(json.dumps({
+            "model": described, "batch": batch, "tokens_per_step": tokens, "steps": steps,
+            "trainer_tokens_per_s": trainer_tps, "reference_tokens_per_s": reference_tps,
+            "ratio": trainer_tps / reference_tps}))
         return
-    typer.echo(f"model {result['model']['dir'] or 'built locally'}, "
-               f"{result['model']['params']:,} params ({result['model']['trainable']:,} trained), "
+    typer.echo(f"model {model or 'built locally'}, {params:,} params ({trained:,} trained), "
                f"{batch} samples x "
                f"{prompt_len}+{completion_len} tokens, {steps} steps each")
-    typer.echo(f"trainer   {result['trainer_tokens_per_s']:10.0f} tokens/s")
-    typer.echo(f"reference {result['reference_tokens_per_s']:10.0f} tokens/s")
-    typer.echo(f"ratio     {result['ratio']:10.3f}  (goal >= 0.9)")
+    typer.echo(f"trainer   {trainer_tps:10.0f} tokens/s")
+    typer.echo(f"reference {reference_tps:10.0f} tokens/s")
+    typer.echo(f"ratio     {trainer_tps / reference_tps:10.3f}  (goal >= 0.9)")
 
 
 def register(bench_app: typer.Typer) -> None:
