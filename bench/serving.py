@@ -107,7 +107,7 @@ def _service(args: list[str], torch_threads: int, timeout_s: float = 300.0,
 
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": str(torch_threads), **(settings or {})}
-    child = subprocess.Popen([sys.executable, "-m", "infra.cli", "serve", *args,
+    child = subprocess.Popen([sys.executable, "-m", "rewardstream", "serve", *args,
                               "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

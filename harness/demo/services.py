@@ -71,7 +71,7 @@ class Services:
 
     def __init__(self, env: dict[str, str], log_dir: Path, *, max_restarts: int = 5,
                  on_restart: Callable[[str, int, int], None] | None = None,
-                 command: Sequence[str] = (sys.executable, "-m", "infra.cli")) -> None:
+                 command: Sequence[str] = (sys.executable, "-m", "rewardstream")) -> None:
         self.env = env
         self.log_dir = log_dir
         self.running: list[Service] = []

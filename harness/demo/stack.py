@@ -39,7 +39,7 @@ class Stack:
 
 def _new_key(env: dict[str, str], keys_file: str, *options: str) -> str:
     """A new key from ``rewardstream keys create``, its entry added to ``keys_file``."""
-    out = subprocess.run([sys.executable, "-m", "infra.cli", "keys", "create", "--file",
+    out = subprocess.run([sys.executable, "-m", "rewardstream", "keys", "create", "--file",
                           keys_file, *options], env=env, check=True, capture_output=True,
                          text=True).stdout
     return next(line.split(":", 1)[1].strip() for line in out.splitlines()

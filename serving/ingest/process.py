@@ -64,7 +64,7 @@ def ingest_process(
                "REWARDSTREAM_INGEST_KEYS_FILE": str(keys) if isinstance(keys, Path) else ""}
     child_env = {**os.environ, **client_env(settings), **key_env,
                  "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": uuid.uuid4().hex, **(env or {})}
-    proc = subprocess.Popen([sys.executable, "-m", "infra.cli", "serve", "ingest",
+    proc = subprocess.Popen([sys.executable, "-m", "rewardstream", "serve", "ingest",
                              "--port", str(port)], env=child_env)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
 
 def _archiver(settings: Settings, out: Path, *options: str) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "infra.cli", "archive", "--out", str(out),
+    command = [sys.executable, "-m", "rewardstream", "archive", "--out", str(out),
                "--flush-interval-s", "0.3", "--max-rows", "150", *options]
     return subprocess.Popen(command, env={**os.environ, **client_env(settings)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

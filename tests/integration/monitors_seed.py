@@ -104,7 +104,7 @@ def metrics_worker(settings: Settings, cwd: Path) -> Iterator[subprocess.Popen]:
     running 30 s later."""
     env = {**os.environ, **client_env(settings)}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "infra.cli", "monitors", "metrics", "--store", "memory://"],
+        [sys.executable, "-m", "rewardstream", "monitors", "metrics", "--store", "memory://"],
         env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield worker

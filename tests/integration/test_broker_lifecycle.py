@@ -30,7 +30,7 @@ def _free_port() -> int:
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "infra.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "rewardstream", *args], env=env,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -59,7 +59,7 @@ def test_concurrent_starts_launch_one_broker_stop_frees_ports_and_data_survives(
     port = int(private_env["REWARDSTREAM_KAFKA_PORT"])
     controller = int(private_env["REWARDSTREAM_KAFKA_CONTROLLER_PORT"])
     # Two starts racing: exactly one launches the broker, the other finds it running.
-    racers = [subprocess.Popen([sys.executable, "-m", "infra.cli", "kafka", "start"],
+    racers = [subprocess.Popen([sys.executable, "-m", "rewardstream", "kafka", "start"],
                                env=private_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True) for _ in range(2)]
     outputs = [racer.communicate(timeout=180) for racer in racers]

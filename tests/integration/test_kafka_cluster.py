@@ -45,7 +45,7 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
            "REWARDSTREAM_KAFKA_HEAP_MB": str(settings.kafka_heap_mb)}
     env.pop("REWARDSTREAM_BOOTSTRAP_SERVERS", None)
     env.pop("REWARDSTREAM_KAFKA_BROKERS", None)
-    return subprocess.run([sys.executable, "-m", "infra.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "rewardstream", *args], env=env,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -7,9 +7,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
 from infra.kafka_io import make_producer
 from infra.settings import Settings
+from rewardstream.cli import app
 from schemas.topics import topic_name
 from streams.monitors.simulate import PROFILES, Segment, simulate
 

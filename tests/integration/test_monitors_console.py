@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from monitors_seed import publish_registry, publish_windows, run_detectors, wait_for
 from typer.testing import CliRunner
 
-from infra.cli import app as cli_app
 from infra.kafka_io import make_producer, read_topic, send
 from infra.settings import Settings
 from infra.topics import create_topics
+from rewardstream.cli import app as cli_app
 from schemas.checkpoints import CheckpointEvent
 from schemas.metrics import MetricStat, MetricWindow, metric_key
 from serving.console.app import create_app

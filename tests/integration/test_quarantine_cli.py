@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
 from infra.quarantine import QuarantineSink
 from infra.settings import Settings
+from rewardstream.cli import app
 
 pytestmark = pytest.mark.kafka
 

@@ -27,7 +27,7 @@ def test_replay_of_a_poisoned_log_scores_everything_else_and_lists_the_poison(
     other.write_text(spec.read_text().replace("broken_tool_call = -0.5",
                                               "broken_tool_call = -1.0"))
     env = {**os.environ, "REWARDSTREAM_TOPIC_PREFIX": kafka.topic_prefix}
-    done = subprocess.run([sys.executable, "-m", "infra.cli", "replay", "kafka", "--compare",
+    done = subprocess.run([sys.executable, "-m", "rewardstream", "replay", "kafka", "--compare",
                            str(other), "--out", str(tmp_path / "records.jsonl")],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

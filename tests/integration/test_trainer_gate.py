@@ -11,8 +11,8 @@ import pytest
 from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
-from infra.cli import app
 from infra.settings import Settings
+from rewardstream.cli import app
 from schemas.rewards import reward_record_key
 from trainer.config import load_config
 from trainer.cycle import TrainingCycle

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 def _train(launcher: list[str], model_dir: Path, records: Path, out: Path) -> None:
-    command = [*launcher, "-m", "infra.cli", "train", "--model-dir", str(model_dir),
+    command = [*launcher, "-m", "rewardstream", "train", "--model-dir", str(model_dir),
                "--out-dir", str(out / "ckpt"), "--registry-file", str(out / "registry.jsonl"),
                "--records", str(records), "--steps-per-cycle", "3", "--batch-records", "5",
                "--lr", "1e-3", "--deterministic"]

@@ -43,7 +43,7 @@ class GatewayProcess:
                "REWARDSTREAM_INGEST_PSEUDONYM_SECRET": PSEUDONYM_SECRET.decode()}
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "infra.cli", "serve", "gateway", "--engine-model",
+                [sys.executable, "-m", "rewardstream", "serve", "gateway", "--engine-model",
                  str(self.model_dir), "--no-follow", "--port", str(self.port),
                  "--spool-dir", str(self.spool_dir)],
                 env=env, stdout=log, stderr=subprocess.STDOUT)

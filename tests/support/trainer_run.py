@@ -114,7 +114,7 @@ def _produce(settings: Settings, values: list[tuple[bytes, bytes]]) -> None:
 
 def _train(settings: Settings, model_dir: Path, out_dir: Path,
            cycles: int) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "infra.cli", "train", "--model-dir", str(model_dir),
+    command = [sys.executable, "-m", "rewardstream", "train", "--model-dir", str(model_dir),
                "--out-dir", str(out_dir), "--cycle", "--max-cycles", str(cycles),
                "--deterministic", "--steps-per-cycle", str(STEPS), "--batch-records", str(BATCH),
                "--lr", "1e-3"]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from infra.cli import app
+from rewardstream.cli import app
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
+from rewardstream.cli import app
 from serving.ingest.errors import KeyConfigError
 from serving.ingest.keys import (
     CLIENT_EVENT_TYPES,

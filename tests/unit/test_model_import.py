@@ -12,8 +12,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from infra.cli import app
 from infra.models import load_policy
+from rewardstream.cli import app
 from trainer.gguf_tokenizer import GgufInfo, repair_tokenizer
 from trainer.model_import import ModelImportError, import_model
 

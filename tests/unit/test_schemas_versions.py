@@ -27,7 +27,7 @@ from schemas.versions import (
 
 def _check(directory: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", "schemas", "check", "--directory", str(directory)],
+        [sys.executable, "-m", "rewardstream", "schemas", "check", "--directory", str(directory)],
         capture_output=True, text=True,
     )
 
@@ -41,7 +41,7 @@ def _copy_published(directory: Path, acknowledged: object = None) -> None:
 
 
 def test_committed_current_version_equals_a_fresh_export(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "infra.cli", "schemas", "export", "--directory",
+    subprocess.run([sys.executable, "-m", "rewardstream", "schemas", "export", "--directory",
                     str(tmp_path)], check=True, capture_output=True)
     exported = sorted(p.name for p in tmp_path.glob("*.json"))
     assert exported == sorted(f"{t}.v{SCHEMA_VERSION}.json" for t in EVENT_TYPES)

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from infra.cli import app
+from rewardstream.cli import app
 
 
 def test_bench_trainer_reports_both_rates_and_the_ratio() -> None:

@@ -1,37 +1,34 @@
 """The ``rewardstream`` command: one entry point whose groups each package contributes.
 
-Each package's ``cli`` module exposes ``register(app)`` and keeps heavy imports (torch, faust,
-FastAPI) inside its command bodies, so ``rewardstream --help`` answers at once.
+This is the composition root, the top layer (``pyproject.toml``, ``[tool.importlinter]``): it
+imports each package's command module by name and calls its ``register(app)``. Those modules
+keep heavy imports (torch, faust, FastAPI) inside their command bodies, so ``rewardstream
+--help`` answers at once.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import typer
 
+from bench import cli as bench_cli
+from harness import cli as harness_cli
+from harness.policy import cli as policy_cli
+from infra import ops_cli
 from infra.redact import install_log_redaction, redact_text
 from rewardstream_telemetry.errors import TelemetryError
+from schemas import cli as schemas_cli
 from schemas.errors import RewardstreamError
+from serving import cli as serving_cli
+from serving import keys_cli
+from streams import cli as streams_cli
+from streams import quarantine_cli
+from streams.monitors import cli as monitors_cli
+from trainer import cli as trainer_cli
+from trainer import model_cli
 
 __all__ = ["app", "main"]
-
-# The packages that contribute commands, in the order their groups appear in --help.
-_COMMAND_MODULES = (
-    "infra.ops_cli",
-    "streams.monitors.cli",
-    "schemas.cli",
-    "harness.cli",
-    "harness.policy.cli",
-    "serving.cli",
-    "serving.keys_cli",
-    "streams.cli",
-    "streams.quarantine_cli",
-    "trainer.cli",
-    "trainer.model_cli",
-    "bench.cli",
-)
 
 app = typer.Typer(
     name="rewardstream",
@@ -47,8 +44,12 @@ app = typer.Typer(
     rich_markup_mode="markdown",  # reflows docstrings' hard line breaks into paragraphs
 )
 
-for _module in _COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
+# In the order their groups appear in --help.
+for register in (ops_cli.register, monitors_cli.register, schemas_cli.register,
+                 harness_cli.register, policy_cli.register, serving_cli.register,
+                 keys_cli.register, streams_cli.register, quarantine_cli.register,
+                 trainer_cli.register, model_cli.register, bench_cli.register):
+    register(app)
 
 
 def main() -> None:
@@ -60,7 +61,3 @@ def main() -> None:
     except (RewardstreamError, TelemetryError) as exc:  # the SDK's own: a queue dir in use
         typer.secho(f"error: {redact_text(str(exc))}", err=True, fg=typer.colors.RED)
         sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()
