@@ -109,10 +109,12 @@ class KafkaEventSink:
         # idempotent producer reset its producer id and never got a new one (nothing was
         # acknowledged again after the cluster came back). The spool sends again whatever was
         # not acknowledged, so a completion may be logged twice, identical, and every consumer
-        # counts a completion id once.
+        # counts a completion id once. No retries inside the producer: a send it repeated after
+        # a lost acknowledgement would be logged twice uncounted; the spool's resends are counted.
         self._producer = make_producer(
             settings, "gateway", max_block_ms=5000, delivery_timeout_ms=_DELIVERY_TIMEOUT_MS,
-            request_timeout_ms=10_000, reconnect_backoff_max_ms=1000, enable_idempotence=False)
+            request_timeout_ms=10_000, reconnect_backoff_max_ms=1000, enable_idempotence=False,
+            retries=0)
         self._producer.partitions_for(self.topic)  # fetch metadata now, not on the first emit
         self.registry = registry or CollectorRegistry()
         self.spool = EventSpool(spool_dir or default_spool_dir(settings), self._deliver,

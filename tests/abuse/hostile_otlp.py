@@ -196,6 +196,8 @@ def hostile_strings(rng: random.Random) -> OtlpProbe:
     name = rng.choice(["\u202eelif_daer", "read\u0000file", "🛠️" * 16, "' OR 1=1 --", "\ufeff"])
     spans = [tool_span(name, trace_id=os.urandom(16), parent=os.urandom(8),
                        values={"gen_ai.tool.call.id": name, "user.id": name})]
+    if "\u0000" in name:  # a control character in an id: the span goes to the dead letters
+        return _protobuf("hostile strings", spans, events=0, rejected_spans=1)
     return _protobuf("hostile strings", spans, events=1)
 
 

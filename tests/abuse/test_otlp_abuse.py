@@ -30,8 +30,8 @@ SEED = 20261201
 CLIENTS = 4
 RSS_BOUND_BYTES = 400 << 20  # as for /v1/events: parsing is bounded before it starts
 # What a dead letter of a span may name: span attributes and fields, or nothing (too large).
-SPAN_FIELDS = {"gen_ai.tool.name", "traceId", "spanId", "endTimeUnixNano", "startTimeUnixNano",
-               "type", ""}
+SPAN_FIELDS = {"gen_ai.tool.name", "user.id", "traceId", "spanId", "endTimeUnixNano",
+               "startTimeUnixNano", "type", ""}
 
 
 def _rejected_spans(status: int, response: httpx.Response) -> int:
