@@ -202,7 +202,7 @@ class _Gateway:
             )
             broken = broken_call_events(meta=ex.meta, arm=ex.arm, target=ex.target,
                                         broken=ex.broken or [], now=datetime.now(UTC),
-                                        org_id=ex.org_id)
+                                        org_id=ex.org_id, completion_id=ex.completion_id)
             events: list[Event] = [event, *broken]
             for each in events:
                 self.sink.emit(each)
