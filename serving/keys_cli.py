@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,18 @@ def make_key(scope: KeyScope, orgs: list[str], name: str, types: list[str],
         rate_per_s or default_rate, burst or default_burst, scope)
 
 
+def _with_user_options(entry: ApiKey, default_user: str | None,
+                       trust_baggage: bool) -> ApiKey:
+    """``entry`` with the options that say where users come from, checked as the services
+    will read them."""
+    entry = replace(entry, default_user=default_user, trust_baggage=trust_baggage)
+    try:
+        return ApiKey.from_entry(entry.to_entry(), 0)
+    except KeyConfigError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("API key entry 0: "),
+                                 param_hint="--default-user/--trust-baggage") from None
+
+
 def _read_entries(path: Path) -> list[dict[str, Any]]:
     try:
         entries = json.loads(path.read_text())
@@ -112,7 +125,10 @@ def _describe(entry: ApiKey) -> str:
         text += "  types " + ",".join(types) + ("  (writes " + ",".join(serving) +
                                                  ": a serving principal)" if serving else "")
     unit = "events" if entry.scope is KeyScope.INGEST else "requests"
-    return text + f"  {entry.rate_per_s:g} {unit}/s, burst {entry.burst:g}"
+    text += f"  {entry.rate_per_s:g} {unit}/s, burst {entry.burst:g}"
+    if entry.default_user is not None:
+        text += f"  default user {entry.default_user!r}"
+    return text + ("  trusts baggage" if entry.trust_baggage else "")
 
 
 @keys_app.command("create")
@@ -134,6 +150,12 @@ def create(
                                 "default 10000 or 100."),
     file: Path = typer.Option(None, help="Add the entry to this key file (made if missing); "
                               "without it the entry is only printed."),
+    default_user: str = typer.Option(None, help="Ingest: the user of OTLP spans that name none "
+                                     "(user.id, enduser.id); without it such spans are "
+                                     "refused, saying so."),
+    trust_baggage: bool = typer.Option(False, help="Gateway: a request's W3C baggage may name "
+                                       "its user (user.id); baggage naming another org is "
+                                       "ignored."),
 ) -> None:
     """Make a new key: prints the key (give it to its holder; it is stored nowhere) and the
     entry, which holds only the key's SHA-256.
@@ -142,6 +164,7 @@ def create(
     edit.decided --file ingest-keys.json
     """
     key, entry = make_key(scope, org, name, [str(t) for t in types], rate_per_s, burst)
+    entry = _with_user_options(entry, default_user, trust_baggage)
     if file is not None:
         entries = _read_entries(file) if file.exists() else []
         if any(e.get("name") == entry.name for e in entries):

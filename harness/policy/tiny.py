@@ -47,16 +47,20 @@ class TinyModelConfig:
     intermediate_size: int = 128
     max_positions: int = 512
     seed: int = 0
+    # Attention to the last N tokens only (Mistral's architecture): the model's output depends
+    # on how its prompt ends, however long the prompt. None: full attention (Llama).
+    sliding_window: int | None = None
 
 
 def build_tiny_model(tokenizer: PreTrainedTokenizerBase, out_dir: Path,
                      config: TinyModelConfig = TinyModelConfig()) -> Path:
-    """Initialise a Llama-architecture model for ``tokenizer`` and save both to ``out_dir``."""
+    """Initialise a Llama-architecture model (Mistral's, with a sliding window) for
+    ``tokenizer`` and save both to ``out_dir``."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
     torch.manual_seed(config.seed)
-    model_config = LlamaConfig(
+    shape = dict(
         vocab_size=len(tokenizer), hidden_size=config.hidden_size,
         intermediate_size=config.intermediate_size, num_hidden_layers=config.layers,
         num_attention_heads=config.heads, num_key_value_heads=config.heads,
@@ -64,7 +68,11 @@ def build_tiny_model(tokenizer: PreTrainedTokenizerBase, out_dir: Path,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
-    model = LlamaForCausalLM(model_config)
+    model: LlamaForCausalLM | MistralForCausalLM
+    if config.sliding_window is None:
+        model = LlamaForCausalLM(LlamaConfig(**shape))
+    else:
+        model = MistralForCausalLM(MistralConfig(sliding_window=config.sliding_window, **shape))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)

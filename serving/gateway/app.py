@@ -10,8 +10,10 @@ with ``valid: false`` and listed to the client as ``broken_tool_calls``.
 
 Every ``/v1`` route needs a gateway API key (``auth.py``); the key names the org of every event
 the request writes and its user is pseudonymised as ingest does, so a trajectory id is one
-org's: the same id sent with another org's key is another trajectory. ``/livez``, ``/readyz``
-and the OpenAPI document are open.
+org's: the same id sent with another org's key is another trajectory. Which trajectory, session
+and user a request belongs to (headers, ``metadata``, W3C trace context): ``metadata.py``.
+Refusals are OpenAI's error shape (``serving.openai_errors``). ``/livez``, ``/readyz`` and the
+OpenAPI document are open.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from serving.gateway.stream import (
     client_chunk,
 )
 from serving.gateway.toolcheck import offered_tools
+from serving.ingest.keys import ApiKey
 from serving.openai_errors import INVALID_REQUEST, error_body
 from serving.request_body import BODY_ERRORS, json_object, openapi_document
 from serving.sse import sse_data, sse_done
@@ -118,10 +121,11 @@ class _Gateway:
         return task
 
     def exchange(self, kind: Kind, body: dict[str, Any], request: Request,
-                 org_id: str) -> Exchange:
+                 key: ApiKey) -> Exchange:
         validate_request(_REQUESTS[kind], body)
         check_limits(kind, body, self.config.limits)
-        meta = extract_metadata(request.headers, body)
+        org_id = key.org_id
+        meta = extract_metadata(request.headers, body, org_id, key.trust_baggage)
         arm = assign_arm(meta.user, self.config.split)
         meta = replace(meta, user=self.gatekeeper.pseudonym(org_id, meta.user))
         sampling = resolve_sampling(body, self.config.default_max_tokens)
@@ -198,21 +202,21 @@ class _Gateway:
             )
             broken = broken_call_events(meta=ex.meta, arm=ex.arm, target=ex.target,
                                         broken=ex.broken or [], now=datetime.now(UTC),
-                                        org_id=ex.org_id)
+                                        org_id=ex.org_id, completion_id=ex.completion_id)
             events: list[Event] = [event, *broken]
             for each in events:
                 self.sink.emit(each)
         except Exception as exc:
             log.error("completion.served %s not emitted: %s", ex.completion_id, exc)
 
-    def admit(self, request: Request) -> str:
-        """The org of the request's API key; raises :class:`AuthError`."""
-        return self.gatekeeper.admit(request.headers, time.monotonic()).org_id
+    def admit(self, request: Request) -> ApiKey:
+        """The request's API key (it names the org); raises :class:`AuthError`."""
+        return self.gatekeeper.admit(request.headers, time.monotonic())
 
     async def respond(self, kind: Kind, request: Request) -> Any:
-        org_id = self.admit(request)
+        key = self.admit(request)
         body = await json_object(request, self.config.max_request_bytes)
-        ex = self.exchange(kind, body, request, org_id)
+        ex = self.exchange(kind, body, request, key)
         stack, stream = await self.open(ex)
         chunks = self.relay(ex, stack, stream)
         if body.get("stream"):

@@ -55,7 +55,10 @@ class Exchange:
         headers = {"X-Rewardstream-Checkpoint": self.target.checkpoint_id,
                    "X-Rewardstream-Arm": self.arm,
                    "X-Rewardstream-Trajectory-Id": self.meta.trajectory_id,
+                   "X-Rewardstream-Trajectory-Source": self.meta.trajectory_source,
                    "X-Rewardstream-Completion-Id": self.completion_id}
+        if self.meta.note:
+            headers["X-Rewardstream-Note"] = self.meta.note
         if self.warnings:
             headers["X-Rewardstream-Sampling-Warning"] = "; ".join(self.warnings)
         return headers

@@ -16,7 +16,7 @@ from schemas.events import (
     ToolCalled,
     ToolCalledPayload,
 )
-from schemas.ids import uuid7
+from schemas.ids import call_event_id, uuid7
 from serving.gateway.metadata import RequestMetadata
 from serving.gateway.registry import Target
 from serving.gateway.stream import StreamAccumulator
@@ -56,12 +56,15 @@ def completion_served(
 
 
 def broken_call_events(*, meta: RequestMetadata, arm: str, target: Target,
-                       broken: list[BrokenToolCall], now: datetime,
-                       org_id: str) -> list[ToolCalled]:
+                       broken: list[BrokenToolCall], now: datetime, org_id: str,
+                       completion_id: str) -> list[ToolCalled]:
     """One ``tool.called`` (``valid: false``) per broken call, on the completion's trajectory,
-    checkpoint and arm: recorded by the gateway, so no client can drop it."""
+    checkpoint and arm: recorded by the gateway, so no client can drop it. Its id is the
+    call's (``call_event_id``): a client span reporting the same call makes the same event."""
+    now_ms = int(now.timestamp() * 1000)
     return [ToolCalled(
-        event_id=uuid7(), trajectory_id=meta.trajectory_id, session_id=meta.session_id,
+        event_id=call_event_id(org_id, call.call_id, completion_id, now_ms),
+        trajectory_id=meta.trajectory_id, session_id=meta.session_id,
         user=meta.user, checkpoint_id=target.checkpoint_id, arm=arm, **_stamped(org_id, now),
         payload=ToolCalledPayload(call_id=call.call_id, tool=call.tool[:64] or "unknown",
                                   valid=False, error_kind=call.error_kind),

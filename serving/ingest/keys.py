@@ -33,7 +33,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from schemas.bounds import org_id_problem
+from schemas.bounds import USER_MAX_CHARS, control_character_problem, org_id_problem
 from schemas.events import COMPLETION_SERVED, EVENT_TYPES
 from serving.ingest.errors import KeyConfigError
 
@@ -98,6 +98,10 @@ class ApiKey:
     burst: float = DEFAULT_RATES[KeyScope.INGEST][1]
     scope: KeyScope = KeyScope.INGEST
     orgs: frozenset[str] = frozenset()  # console keys only: the orgs its holder sees
+    # Ingest keys: the user of OTLP spans that name none (``user.id``, ``enduser.id``).
+    default_user: str | None = None
+    # Gateway keys: whether a request's W3C baggage may name its user (``user.id``).
+    trust_baggage: bool = False
 
     def allows(self, event_type: str) -> bool:
         """Whether ingest accepts an event of this type sent with this key."""
@@ -115,6 +119,10 @@ class ApiKey:
         entry["org_id"] = self.org_id
         if self.scope is KeyScope.INGEST:
             entry["event_types"] = sorted(self.event_types)
+        if self.default_user is not None:
+            entry["default_user"] = self.default_user
+        if self.trust_baggage:
+            entry["trust_baggage"] = True
         return entry | {"rate_per_s": self.rate_per_s, "burst": self.burst}
 
     @classmethod
@@ -146,6 +154,8 @@ class ApiKey:
                 else frozenset(),
                 rate_per_s=float(entry.get("rate_per_s", rate)),
                 burst=float(entry.get("burst", burst)), scope=scope,
+                default_user=_default_user(entry, scope, where),
+                trust_baggage=_trust_baggage(entry, scope, where),
             )
         except KeyError as exc:
             raise KeyConfigError(f"{where}: missing field {exc.args[0]!r}") from None
@@ -160,6 +170,29 @@ def _event_types(entry: Mapping[str, Any], where: str) -> frozenset[str]:
         raise KeyConfigError(f"{where}: event_types has unknown types {sorted(unknown)}; "
                              f"use '*' or some of {', '.join(EVENT_TYPES)}")
     return types
+
+
+def _default_user(entry: Mapping[str, Any], scope: KeyScope, where: str) -> str | None:
+    user = entry.get("default_user")
+    if user is None:
+        return None
+    if scope is not KeyScope.INGEST:
+        raise KeyConfigError(f"{where}: default_user is for ingest keys, not {scope}")
+    if not isinstance(user, str) or not 0 < len(user) <= USER_MAX_CHARS:
+        raise KeyConfigError(f"{where}: default_user must be a string of 1 to "
+                             f"{USER_MAX_CHARS} characters")
+    if (problem := control_character_problem(user)) is not None:
+        raise KeyConfigError(f"{where}: default_user {problem}")
+    return user
+
+
+def _trust_baggage(entry: Mapping[str, Any], scope: KeyScope, where: str) -> bool:
+    trust = entry.get("trust_baggage", False)
+    if not isinstance(trust, bool):
+        raise KeyConfigError(f"{where}: trust_baggage must be true or false")
+    if trust and scope is not KeyScope.GATEWAY:
+        raise KeyConfigError(f"{where}: trust_baggage is for gateway keys, not {scope}")
+    return trust
 
 
 def _orgs(entry: Mapping[str, Any], where: str) -> frozenset[str]:

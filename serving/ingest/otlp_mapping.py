@@ -1,5 +1,8 @@
 """OTLP spans to platform events, after the OpenTelemetry GenAI semantic conventions: pure.
 
+Both generations of the conventions are read: the provider as ``gen_ai.provider.name`` (the
+latest) or ``gen_ai.system`` (v1.30 and before), the messages as ``gen_ai.output.messages`` on
+the span (the latest; older versions logged them as separate events, which carry no span).
 Which span becomes which event:
 
 - a tool execution span (``gen_ai.operation.name`` = ``execute_tool``) → ``tool.called``: ``tool``
@@ -9,26 +12,32 @@ Which span becomes which event:
   ``error.type`` (else the exception event's ``exception.type``) when that is one of the
   platform's kinds (``timeout``, ``bad_arguments`` ...), ``timeout`` when it names a timeout,
   and ``tool_error`` otherwise.
-- a span that ends its trajectory → ``trajectory.ended``: a root span (no parent, or a remote
-  one) with a ``gen_ai.operation.name`` when the trajectory is the trace, and in any mode a span
-  with ``rewardstream.trajectory.outcome``. ``outcome`` is that attribute, else ``error`` for
-  an ERROR status and ``completed`` otherwise; ``turns`` and ``task_family`` are
+- a model call (``chat``, ``text_completion``, ``generate_content``, ``embeddings``, or a span
+  with a provider and no operation) → one ``tool.called`` per tool-call part of its
+  ``gen_ai.output.messages``, valid or broken as the gateway judges it
+  (``serving.ingest.otlp_calls``), and nothing else: ``completion.served`` carries the token ids
+  and behaviour logprobs the trainer corrects against, and only the gateway that sampled them
+  writes it. A span has neither, and no client key may make one. A model call without
+  tool-call parts is counted as ignored, as are spans of other operations.
+- the end of a trajectory → ``trajectory.ended``: the agent's span (``invoke_agent``) that is
+  its trace's local root (no parent, or a remote one) when the trajectory is the trace, and in
+  any mode a span with ``rewardstream.trajectory.outcome`` (an explicit end). Never a model
+  call: an agent makes many. ``outcome`` is that attribute, else ``error`` for an ERROR status
+  and ``completed`` otherwise; ``turns`` and ``task_family`` are
   ``rewardstream.trajectory.turns`` (else 0: spans of one trace may arrive in different
   exports, so they cannot be counted) and ``rewardstream.trajectory.task_family``.
-- model calls (``chat``, ``text_completion``, ``generate_content``, ``embeddings``) become no
-  event, counted as ignored: ``completion.served`` carries the token ids and behaviour
-  logprobs the trainer corrects against, and only the gateway that sampled them writes it. A
-  span has neither, and no client key may make one. Other spans are ignored likewise.
 
 The envelope, read from the span's attributes, then its resource's: ``trajectory_id`` is the
-trace id (32 hex digits) or the configured attribute (e.g. ``gen_ai.conversation.id``);
-``session_id`` is ``session.id``, else ``gen_ai.conversation.id``, else the trajectory;
-``user`` is ``user.id``, else ``enduser.id`` (required: ingest pseudonymises it);
-``checkpoint_id`` is ``rewardstream.checkpoint_id``, else ``gen_ai.response.model``, else
-``gen_ai.request.model``, else ``unknown``; ``arm`` is ``rewardstream.arm``. ``occurred_at`` is
-the span's end; OTLP carries no send time, so ``sent_at`` is the time ingest received it and the
-event time is the span's, within the same window checks as every event. The event id is a
-UUIDv7 of the span's end, its other bits a hash of org, trace id, span id and event type: a
+trace id (32 hex digits, the form the gateway gives a request's ``traceparent``) or the
+configured attribute (e.g. ``gen_ai.conversation.id``); ``session_id`` is ``session.id``, else
+``gen_ai.conversation.id``, else the trajectory; ``user`` is ``user.id``, else ``enduser.id``,
+else the API key's ``default_user``, else the span is refused saying so (ingest pseudonymises
+every user); ``checkpoint_id`` is ``rewardstream.checkpoint_id``, else
+``gen_ai.response.model``, else ``gen_ai.request.model``, else ``unknown``; ``arm`` is
+``rewardstream.arm``. ``occurred_at`` is the span's end; OTLP carries no send time, so
+``sent_at`` is the time ingest received it and the event time is the span's, within the same
+window checks as every event. The event id is a UUIDv7 of the span's end, its other bits a hash
+of org, trace id, span id and event type (a call's: of org and call, ``call_event_id``): a
 retried export gets the same ids and is answered as a duplicate.
 
 Every event made here is then judged like a posted event; ``sources`` names the attribute or
@@ -37,36 +46,49 @@ span field each of its fields came from, so a rejection can name what to fix in 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
-import math
 from collections import ChainMap, Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, get_args
+from typing import Any
 from uuid import UUID
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags, Status
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags
 
-from schemas.bounds import EARLIEST_TIME, LATEST_TIME
-from schemas.events import TOOL_CALLED, TRAJECTORY_ENDED, ToolErrorKind
+from schemas.bounds import EARLIEST_TIME, LATEST_TIME, TOOL_NAME_MAX_CHARS
+from schemas.events import TOOL_CALLED, TRAJECTORY_ENDED
+from schemas.ids import call_event_id, derived_uuid7
+from schemas.tracecontext import trajectory_id_of_trace
+from serving.ingest.otlp_attributes import (
+    AGENT,
+    ERROR_TYPE,
+    OPERATION,
+    OUTCOME,
+    PROVIDERS,
+    RESPONSE_ID,
+    TASK_FAMILY,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    TURNS,
+    attributes,
+    tool_called,
+    trajectory_ended,
+)
+from serving.ingest.otlp_calls import (
+    OUTPUT_MESSAGES,
+    TOOL_DEFINITIONS,
+    TooManyCalls,
+    judged_calls,
+)
 
 __all__ = ["MappedEvent", "RequestMapping", "SpanProblem", "SpanRef", "map_request"]
 
 log = logging.getLogger(__name__)
 
-OPERATION = "gen_ai.operation.name"
-TOOL_NAME, TOOL_CALL_ID, ERROR_TYPE = "gen_ai.tool.name", "gen_ai.tool.call.id", "error.type"
-OUTCOME = "rewardstream.trajectory.outcome"
-TURNS = "rewardstream.trajectory.turns"
-TASK_FAMILY = "rewardstream.trajectory.task_family"
 _MODEL_CALLS = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
-_ERROR_KINDS = frozenset(get_args(ToolErrorKind))
 # Envelope fields: the attributes read for each, in order of preference.
 _ENVELOPE = {
     "session_id": ("session.id", "gen_ai.conversation.id"),
@@ -76,6 +98,7 @@ _ENVELOPE = {
     "arm": ("rewardstream.arm",),
 }
 _WANTED = frozenset({OPERATION, TOOL_NAME, TOOL_CALL_ID, ERROR_TYPE, OUTCOME, TURNS, TASK_FAMILY,
+                     RESPONSE_ID, OUTPUT_MESSAGES, TOOL_DEFINITIONS, *PROVIDERS,
                      *(name for names in _ENVELOPE.values() for name in names)})
 _EARLIEST_NS = int(EARLIEST_TIME.timestamp()) * 10**9
 _LATEST_NS = int(LATEST_TIME.timestamp()) * 10**9
@@ -119,86 +142,18 @@ class RequestMapping:
     ignored: Counter[str] = field(default_factory=Counter)  # reason -> spans
 
 
-def _scalar(value: AnyValue) -> Any:
-    kind = value.WhichOneof("value")
-    if kind in ("string_value", "bool_value", "int_value"):
-        return getattr(value, kind)
-    if kind == "double_value":  # JSON has no NaN: a non-finite number is refused as a string
-        return value.double_value if math.isfinite(value.double_value) else str(value.double_value)
-    if kind == "bytes_value":
-        return base64.b64encode(value.bytes_value).decode()
-    if kind == "array_value":  # no field takes one: a short stand-in the schema refuses
-        return {"arrayValue": len(value.array_value.values)}
-    if kind == "kvlist_value":
-        return {"kvlistValue": len(value.kvlist_value.values)}
-    return None
-
-
-def _attributes(pairs: Iterable[KeyValue], wanted: frozenset[str]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for pair in pairs:  # a key given twice: the first counts
-        if pair.key in wanted and pair.key not in found:
-            found[pair.key] = _scalar(pair.value)
-    return found
-
-
-def _event_id(unix_ms: int, *parts: bytes) -> UUID:
-    """A UUIDv7 at ``unix_ms`` whose other bits are a hash of ``parts``: the same span gives the
-    same id in every export of it."""
-    raw = bytearray(hashlib.sha256(b"\x00".join(parts)).digest()[:16])
-    raw[0:6] = unix_ms.to_bytes(6, "big")
-    raw[6] = 0x70 | raw[6] & 0x0F  # version 7
-    raw[8] = 0x80 | raw[8] & 0x3F  # RFC 9562 variant
-    return UUID(bytes=bytes(raw))
-
-
 def _iso(unix_ns: int) -> str:
     return (_EPOCH + timedelta(microseconds=unix_ns // 1000)).isoformat()
 
 
-def _error_kind(error_type: Any) -> str:
-    if isinstance(error_type, str):
-        if error_type in _ERROR_KINDS:
-            return error_type
-        if "timeout" in error_type.lower():
-            return "timeout"
-    return "tool_error"
+@dataclass(frozen=True, slots=True)
+class _Made:
+    """An event a span makes, before its envelope."""
 
-
-def _tool_called(span: Span, attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    exceptions = [_attributes(e.attributes, frozenset({"exception.type"}))
-                  for e in span.events if e.name == "exception"]
-    failed = span.status.code == Status.STATUS_CODE_ERROR or ERROR_TYPE in attrs or exceptions
-    payload: dict[str, Any] = {
-        "call_id": attrs.get(TOOL_CALL_ID, span.span_id.hex()),
-        "valid": not failed,
-        "duration_ms": (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6,
-    }
-    if TOOL_NAME in attrs:
-        payload["tool"] = attrs[TOOL_NAME]
-    if failed:
-        error_type = attrs.get(ERROR_TYPE) or next(
-            (e["exception.type"] for e in exceptions if "exception.type" in e), None)
-        payload["error_kind"] = _error_kind(error_type)
-    sources = {"payload.tool": TOOL_NAME, "payload.error_kind": ERROR_TYPE,
-               "payload.call_id": TOOL_CALL_ID if TOOL_CALL_ID in attrs else "spanId",
-               "payload.duration_ms": "startTimeUnixNano"}
-    return payload, sources
-
-
-def _trajectory_ended(span: Span,
-                      attrs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    failed = span.status.code == Status.STATUS_CODE_ERROR
-    payload: dict[str, Any] = {"outcome": attrs.get(OUTCOME, "error" if failed else "completed"),
-               "turns": attrs.get(TURNS, 0)}
-    if TASK_FAMILY in attrs:
-        payload["task_family"] = attrs[TASK_FAMILY]
-    sources = {"payload.outcome": OUTCOME, "payload.turns": TURNS,
-               "payload.task_family": TASK_FAMILY}
-    return payload, sources
-
-
-_PAYLOADS = {TOOL_CALLED: _tool_called, TRAJECTORY_ENDED: _trajectory_ended}
+    type: str
+    payload: dict[str, Any]
+    sources: dict[str, str]
+    event_id: UUID
 
 
 def _is_local_root(span: Span) -> bool:
@@ -207,19 +162,51 @@ def _is_local_root(span: Span) -> bool:
     return bool(span.flags & _REMOTE_KNOWN and span.flags & _REMOTE)
 
 
-def _event_types(span: Span, attrs: Mapping[str, Any], by_trace: bool) -> list[str]:
+def _is_model_call(attrs: Mapping[str, Any]) -> bool:
     operation = attrs.get(OPERATION)
-    types = [TOOL_CALLED] if operation == "execute_tool" else []
-    if OUTCOME in attrs or (by_trace and operation is not None and _is_local_root(span)):
-        types.append(TRAJECTORY_ENDED)
-    return types
+    return operation in _MODEL_CALLS or (operation is None and any(p in attrs for p in PROVIDERS))
+
+
+def _span_event_id(span: Span, org_id: str, event_type: str) -> UUID:
+    return derived_uuid7(span.end_time_unix_nano // 10**6, org_id.encode(), span.trace_id,
+                         span.span_id, event_type.encode())
+
+
+def _calls_reported(span: Span, attrs: Mapping[str, Any], org_id: str) -> list[_Made]:
+    """The tool calls a model span's output messages hold, judged (``otlp_calls``)."""
+    completion_id = str(attrs.get(RESPONSE_ID) or span.span_id.hex())
+    made = []
+    for call in judged_calls(attrs, completion_id):
+        payload: dict[str, Any] = {"call_id": call.call_id,
+                                   "tool": call.tool[:TOOL_NAME_MAX_CHARS],
+                                   "valid": call.broken is None}
+        if call.broken is not None:
+            payload["error_kind"] = call.broken.error_kind
+        sources = {"payload.tool": OUTPUT_MESSAGES, "payload.call_id": RESPONSE_ID}
+        made.append(_Made(TOOL_CALLED, payload, sources, call_event_id(
+            org_id, call.call_id, completion_id, span.end_time_unix_nano // 10**6)))
+    return made
+
+
+def _events_made(span: Span, attrs: Mapping[str, Any], org_id: str,
+                 by_trace: bool) -> list[_Made]:
+    operation = attrs.get(OPERATION)
+    made = []
+    if operation == "execute_tool":
+        made.append(_Made(TOOL_CALLED, *tool_called(span, attrs),
+                          _span_event_id(span, org_id, TOOL_CALLED)))
+    if _is_model_call(attrs):
+        made += _calls_reported(span, attrs, org_id)
+    if OUTCOME in attrs or (by_trace and operation == AGENT and _is_local_root(span)):
+        made.append(_Made(TRAJECTORY_ENDED, *trajectory_ended(span, attrs),
+                          _span_event_id(span, org_id, TRAJECTORY_ENDED)))
+    return made
 
 
 def _ignored_reason(attrs: Mapping[str, Any]) -> str:
-    operation = attrs.get(OPERATION)
-    if operation is None:
-        return "not_genai"
-    return "model_call" if operation in _MODEL_CALLS else "operation_not_mapped"
+    if _is_model_call(attrs):
+        return "model_call"
+    return "not_genai" if attrs.get(OPERATION) is None else "operation_not_mapped"
 
 
 def _unusable(span: Span) -> tuple[str, str] | None:
@@ -240,14 +227,15 @@ def _envelope(span: Span, values: Mapping[str, Any], trajectory_attribute: str |
         "occurred_at": _iso(span.end_time_unix_nano), "sent_at": received_at.isoformat()}
     sources = {"occurred_at": "endTimeUnixNano"}
     if trajectory_attribute is None:
-        envelope["trajectory_id"], sources["trajectory_id"] = span.trace_id.hex(), "traceId"
+        envelope["trajectory_id"] = trajectory_id_of_trace(span.trace_id)
+        sources["trajectory_id"] = "traceId"
     else:
         sources["trajectory_id"] = trajectory_attribute
         if trajectory_attribute in values:
             envelope["trajectory_id"] = values[trajectory_attribute]
-    for name, attributes in _ENVELOPE.items():
-        source = next((a for a in attributes if a in values), None)
-        sources[name] = source or attributes[0]
+    for name, names in _ENVELOPE.items():
+        source = next((a for a in names if a in values), None)
+        sources[name] = source or names[0]
         if source is not None:
             envelope[name] = values[source]
     if "session_id" not in envelope and "trajectory_id" in envelope:
@@ -265,13 +253,27 @@ class _Export:
     trajectory_attribute: str | None
     received_at: datetime
     wanted: frozenset[str]  # the attributes read
+    default_user: str | None  # the API key's, for spans that name no user
+
+
+def _no_user(index: int, span: Span) -> SpanProblem:
+    return SpanProblem(
+        index, "schema_violation", "user.id",
+        "user.id: the span and its resource name no user (user.id, else enduser.id) and the "
+        "API key has no default_user; set user.id on the resource (or give the key a default "
+        "user: keys create --default-user)", span.SerializeToString())
 
 
 def _map_span(span: Span, resource: dict[str, Any], index: int, export: _Export,
               out: RequestMapping) -> None:
-    attrs = _attributes(span.attributes, export.wanted)
-    types = _event_types(span, attrs, by_trace=export.trajectory_attribute is None)
-    if not types:
+    attrs = attributes(span.attributes, export.wanted)
+    try:
+        made = _events_made(span, attrs, export.org_id, export.trajectory_attribute is None)
+    except TooManyCalls as exc:
+        out.problems.append(SpanProblem(index, "schema_violation", OUTPUT_MESSAGES, str(exc),
+                                        span.SerializeToString()))
+        return
+    if not made:
         out.ignored[_ignored_reason(attrs)] += 1
         return
     unusable = _unusable(span)
@@ -281,24 +283,27 @@ def _map_span(span: Span, resource: dict[str, Any], index: int, export: _Export,
         return
     envelope, sources = _envelope(span, ChainMap(attrs, resource), export.trajectory_attribute,
                                   export.received_at)
-    for event_type in types:
-        payload, payload_sources = _PAYLOADS[event_type](span, attrs)
-        event_id = _event_id(span.end_time_unix_nano // 10**6, export.org_id.encode(),
-                             span.trace_id, span.span_id, event_type.encode())
-        event = {"event_id": str(event_id), "type": event_type, **envelope, "payload": payload}
-        raw = json.dumps(event, ensure_ascii=False, allow_nan=False).encode()
-        out.events.append(MappedEvent(index, raw, {**sources, **payload_sources}))
+    if "user" not in envelope:
+        if export.default_user is None:
+            out.problems.append(_no_user(index, span))
+            return
+        envelope["user"], sources["user"] = export.default_user, "the API key's default_user"
+    for event in made:
+        raw = json.dumps({"event_id": str(event.event_id), "type": event.type, **envelope,
+                          "payload": event.payload}, ensure_ascii=False, allow_nan=False).encode()
+        out.events.append(MappedEvent(index, raw, {**sources, **event.sources}))
 
 
 def map_request(request: ExportTraceServiceRequest, org_id: str,
-                trajectory_attribute: str | None, received_at: datetime) -> RequestMapping:
+                trajectory_attribute: str | None, received_at: datetime,
+                default_user: str | None = None) -> RequestMapping:
     """The events an export request's spans make, the spans that cannot make theirs, and the
-    count of spans ignored by reason."""
+    count of spans ignored by reason; ``default_user`` is the API key's."""
     wanted = _WANTED | {trajectory_attribute} if trajectory_attribute else _WANTED
-    export = _Export(org_id, trajectory_attribute, received_at, wanted)
+    export = _Export(org_id, trajectory_attribute, received_at, wanted, default_user)
     out = RequestMapping()
     for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes, wanted)
+        resource = attributes(resource_spans.resource.attributes, wanted)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 index = len(out.spans)

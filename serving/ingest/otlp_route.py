@@ -84,7 +84,7 @@ def add_traces_route(app: FastAPI, service: IngestService, metrics: IngestMetric
             export = decode_request(body, request.headers.get("content-type"),
                                     request.headers.get("content-encoding"), config.caps)
             mapping = map_request(export, key.org_id, config.otlp_trajectory_attribute,
-                                  datetime.now(UTC))
+                                  datetime.now(UTC), key.default_user)
             outcome = await service.ingest_events(
                 key, [event.raw for event in mapping.events], relabel=partial(relabel, mapping),
                 prejudged=prejudged(mapping))

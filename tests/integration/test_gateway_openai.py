@@ -131,6 +131,37 @@ def test_openai_client_gets_chat_and_streamed_completions_with_the_checkpoint(
     assert len(completion_event.payload.completion_token_ids) == 12
 
 
+def test_every_refusal_is_openais_invalid_request_naming_the_parameter(
+        kafka: Settings, gateway_url: str) -> None:
+    client = openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=GATEWAY_KEY, max_retries=0)
+    ask = {"model": "rewardstream", "messages": [{"role": "user", "content": "hi"}],
+           "max_tokens": 4}
+    refusals = [  # the engine's (through the gateway, its status and param kept), the gateway's
+        ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_value"),
+        ({"reasoning_effort": "low"}, "reasoning_effort", "unsupported_parameter"),
+        ({"stop": ["ok", ""]}, "stop.1", "invalid_value"),
+        ({"extra_body": {"frobnicate": 1}}, "frobnicate", "unsupported_parameter"),
+        ({"n": 2}, "n", "invalid_value"),
+        ({"extra_body": {"metadata": {"trajectory_id": "t\x00"}}}, "metadata.trajectory_id",
+         "invalid_value"),
+    ]
+    for extra, param, code in refusals:
+        with pytest.raises(openai.BadRequestError) as info:
+            client.chat.completions.create(**ask, **extra)
+        error = info.value
+        assert (error.type, error.param, error.code) == ("invalid_request_error", param, code)
+    # null is every parameter's default, as OpenAI takes it; stop, penalties and bias work
+    reply = client.chat.completions.create(
+        **ask, n=None, frequency_penalty=None, presence_penalty=None, temperature=None,
+        stop=None, logit_bias=None, seed=None)
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    shaped = client.chat.completions.with_raw_response.create(
+        **ask, stop=["\n\n"], presence_penalty=0.5, frequency_penalty=0.5,
+        logit_bias={"5": -100})
+    warning = shaped.headers["x-rewardstream-sampling-warning"]
+    assert "presence_penalty=0.5" in warning and "logit_bias on 1 tokens" in warning
+
+
 @pytest.fixture
 def tool_gateway_url(kafka: Settings, tool_model_dir: Path) -> Iterator[str]:
     sink = KafkaEventSink(kafka)

@@ -1,5 +1,5 @@
-"""A tiny model trained to answer set requests with set tool calls, well-formed or broken, so
-that tool calling is exercised end to end with a real model and real tokens."""
+"""Tiny models trained to answer set prompts with set replies, well-formed tool calls or broken
+ones, so that tool calling is exercised end to end with a real model and real tokens."""
 
 from __future__ import annotations
 
@@ -7,7 +7,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_tool_model"]
+__all__ = ["build_tool_model", "train_replies"]
+
+
+def train_replies(out_dir: Path, tokenizer: Any, pairs: Sequence[tuple[str, str]],
+                  config: Any = None, steps: int = 120, learning_rate: float = 1e-2,
+                  batch_size: int | None = None) -> Path:
+    """A tiny model (``config``: a ``TinyModelConfig``) for ``tokenizer`` that answers each
+    prompt of ``pairs`` with its reply and then ends; saved with the tokenizer in ``out_dir``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.policy.sft import SftConfig, encode_examples, train_sft
+    from harness.policy.tiny import TinyModelConfig, build_tiny_model
+
+    build_tiny_model(tokenizer, out_dir, config or TinyModelConfig())
+    model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
+                                                 local_files_only=True)
+    examples = encode_examples(tokenizer, list(pairs), model.config.max_position_embeddings)
+    sft = SftConfig(steps=steps, batch_size=batch_size or len(pairs),
+                    learning_rate=learning_rate)
+    with torch.random.fork_rng():
+        train_sft(model, examples, tokenizer.pad_token_id, sft)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    return out_dir
 
 
 def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: str,
@@ -18,11 +41,7 @@ def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: s
     ``chat_template`` with ``tools``; ``added_tokens`` become single tokens (vLLM's hermes
     parser needs ``<tool_call>`` and ``</tool_call>`` in the vocabulary); ``config`` is a
     ``TinyModelConfig`` (wider models want a lower ``learning_rate``)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from harness.policy.sft import SftConfig, encode_examples, train_sft
-    from harness.policy.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
+    from harness.policy.tiny import build_tokenizer
     from schemas.tooldefs import parse_tool_request
     from serving.engine.chat import render_chat, renders_tools
 
@@ -33,12 +52,4 @@ def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: s
     offered = parse_tool_request({"tools": list(tools)})
     pairs = [(render_chat(tokenizer, chat_template, native, [{"role": "user", "content": ask}],
                           offered).text, reply) for ask, reply in replies.items()]
-    build_tiny_model(tokenizer, out_dir, config or TinyModelConfig())
-    model = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32,
-                                                 local_files_only=True)
-    examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)
-    config = SftConfig(steps=steps, batch_size=len(pairs), learning_rate=learning_rate)
-    with torch.random.fork_rng():
-        train_sft(model, examples, tokenizer.pad_token_id, config)
-    model.save_pretrained(out_dir, safe_serialization=True)
-    return out_dir
+    return train_replies(out_dir, tokenizer, pairs, config, steps, learning_rate)

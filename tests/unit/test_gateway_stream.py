@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from uuid import UUID
-
 import pytest
 
 from schemas.events import finish_reason_of
-from schemas.ids import is_uuid7
-from serving.gateway.errors import BackendError, RequestMetadataError
-from serving.gateway.metadata import extract_metadata
+from serving.gateway.errors import BackendError
 from serving.gateway.stream import ClientView, StreamAccumulator, assemble_response, client_chunk
 from serving.sse import DONE, SseFormatError, parse_sse_line, parse_sse_lines, sse_data, sse_done
 
@@ -83,25 +79,6 @@ def test_client_chunks_carry_only_what_the_client_asked_for() -> None:
     full = ClientView("chat", logprobs=True, token_ids=True, usage=True)
     assert client_chunk(chunks[3], full, STAMP)["usage"]["total_tokens"] == 5  # type: ignore[index]
     assert client_chunk(chunks[1], full, STAMP)["choices"][0]["token_ids"] == [7]  # type: ignore[index]
-
-
-def test_metadata_from_headers_body_and_user_field() -> None:
-    headers = {"x-rewardstream-trajectory-id": "t1", "x-rewardstream-session-id": "s1"}
-    meta = extract_metadata(headers, {"user": "alice", "metadata": {"session_id": "ignored"}})
-    assert (meta.trajectory_id, meta.session_id, meta.user) == ("t1", "s1", "alice")
-    meta = extract_metadata({}, {"metadata": {"trajectory_id": "t2", "user": "bob"}})
-    assert (meta.trajectory_id, meta.session_id, meta.user) == ("t2", "t2", "bob")
-    meta = extract_metadata({}, {})
-    assert meta.user == "anonymous" and meta.session_id == meta.trajectory_id
-    assert is_uuid7(UUID(meta.trajectory_id))
-    with pytest.raises(RequestMetadataError, match="trajectory_id"):
-        extract_metadata({"x-rewardstream-trajectory-id": "x" * 200}, {})
-    with pytest.raises(RequestMetadataError, match="metadata must be"):
-        extract_metadata({}, {"metadata": "t1"})
-    with pytest.raises(RequestMetadataError, match="trajectory_id .* control character U\\+0000"):
-        extract_metadata({}, {"metadata": {"trajectory_id": "t\x00"}})
-    with pytest.raises(RequestMetadataError, match="user .* control character U\\+0085"):
-        extract_metadata({"x-rewardstream-user": "a\x85"}, {})
 
 
 def test_the_logged_finish_reason_is_the_backends_own() -> None:

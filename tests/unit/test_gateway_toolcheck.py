@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from schemas.ids import uuid7
 from schemas.tooldefs import parse_tool_request
 from serving.gateway.errors import GatewayError
 from serving.gateway.metadata import RequestMetadata
@@ -70,10 +71,12 @@ def test_a_required_call_that_is_not_made_is_broken() -> None:
 
 
 def test_broken_calls_become_invalid_tool_called_events_of_the_completion() -> None:
-    [verdict] = judge_calls(TOOLS, "<tool>" + "x" * 80, [], "cmpl-4")
+    completion_id = f"chatcmpl-{uuid7().hex}"  # as the gateway names completions
+    [verdict] = judge_calls(TOOLS, "<tool>" + "x" * 80, [], completion_id)
     meta = RequestMetadata("traj-1", "sess-1", "alice")
     [event] = broken_call_events(meta=meta, arm="candidate", target=Target("ckpt-2", "ckpt-2"),
-                                 broken=[verdict], now=datetime.now(UTC), org_id="acme")
+                                 broken=[verdict], now=datetime.now(UTC), org_id="acme",
+                                 completion_id=completion_id)
     assert (event.type, event.trajectory_id, event.session_id, event.user) == (
         "tool.called", "traj-1", "sess-1", "alice")
     # Stamped as ingest stamps what it stores, so the reward join reads it like any event.
@@ -81,7 +84,12 @@ def test_broken_calls_become_invalid_tool_called_events_of_the_completion() -> N
     assert (event.checkpoint_id, event.arm) == ("ckpt-2", "candidate")
     payload = event.payload
     assert (payload.call_id, payload.valid, payload.error_kind) == (
-        "cmpl-4-m0", False, "malformed_call")
+        f"{completion_id}-m0", False, "malformed_call")
+    # The call's own id: the same call reported again (by a client's span) is the same event.
+    again = broken_call_events(meta=meta, arm="candidate", target=Target("ckpt-2", "ckpt-2"),
+                               broken=[verdict], now=datetime.now(UTC), org_id="acme",
+                               completion_id=completion_id)
+    assert again[0].event_id == event.event_id
 
 
 def test_tools_are_refused_where_they_cannot_be_served() -> None:

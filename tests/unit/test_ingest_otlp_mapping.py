@@ -31,8 +31,8 @@ ROOT = bytes.fromhex("eee19b7ec3c1b174")
 
 
 def _map(*spans: Any, resource: dict[str, Any] = RESOURCE, org: str = "org-a",
-         attribute: str | None = None) -> RequestMapping:
-    return map_request(export(spans, resource), org, attribute, NOW)
+         attribute: str | None = None, default_user: str | None = None) -> RequestMapping:
+    return map_request(export(spans, resource), org, attribute, NOW, default_user)
 
 
 def _events(mapping: RequestMapping) -> list[dict[str, Any]]:
@@ -121,6 +121,11 @@ def test_roots_end_trajectories_only_when_they_are_genai() -> None:
 
     agent = {"gen_ai.operation.name": "invoke_agent"}
     assert types(agent) == ["trajectory.ended"]
+    # An agent calls its model many times: a model call ends nothing, root or not, in either
+    # generation of the conventions.
+    assert types({"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}) == []
+    assert types({"gen_ai.system": "openai"}) == []
+    assert types({"gen_ai.operation.name": "execute_tool"}) == ["tool.called"]
     assert types(agent, parent=ROOT) == []  # a local child
     assert types(agent, parent=ROOT, flags=0x300) == ["trajectory.ended"]  # its parent is remote
     assert types({"http.route": "/api"}) == []  # an HTTP server's root is no trajectory
@@ -235,7 +240,7 @@ def test_a_span_the_mapping_fails_on_costs_that_span_alone(
     def broken(span: Any, attrs: Any) -> Any:
         raise KeyError("a bug")
 
-    monkeypatch.setitem(otlp_mapping._PAYLOADS, "tool.called", broken)
+    monkeypatch.setattr(otlp_mapping, "tool_called", broken)
     failing = tool_span("ls", trace_id=TRACE, parent=ROOT)
     mapping = _map(failing, span("agent", {"gen_ai.operation.name": "invoke_agent"},
                                  trace_id=TRACE, span_id=ROOT))
@@ -243,3 +248,93 @@ def test_a_span_the_mapping_fails_on_costs_that_span_alone(
     assert (problem.span, problem.kind, problem.original) == \
         (0, "unprocessable", failing.SerializeToString())
     assert [e["type"] for e in _events(mapping)] == ["trajectory.ended"]
+
+
+def _chat(messages: list[dict[str, Any]] | None, **values: Any) -> Any:
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                  "gen_ai.response.id": "chatcmpl-01a23be1fc4b7616ab55b1a99e99ed70", **values}
+    if messages is not None:
+        attributes["gen_ai.output.messages"] = json.dumps(messages)
+    return span("chat m", attributes, trace_id=TRACE, parent=ROOT)
+
+
+def _call(name: str, arguments: Any, call_id: str = "call_1") -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+
+
+READ = {"type": "function", "name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
+
+
+def test_tool_call_parts_of_model_spans_are_judged_as_the_gateway_judges_them() -> None:
+    reply = [{"role": "assistant", "finish_reason": "tool_calls", "parts": [
+        {"type": "text", "content": "Looking."}, _call("read_file", {"path": "a.py"}),
+        _call("read_file", {"file": "a.py"}, "call_2"), _call("rm_rf", {}, "call_3"),
+        _call("read_file", "{not json", "call_4")]}]
+    defined = _events(_map(_chat(reply, **{"gen_ai.tool.definitions": json.dumps([READ])})))
+    cid = "chatcmpl-01a23be1fc4b7616ab55b1a99e99ed70"
+    assert [(e["type"], e["payload"]["call_id"], e["payload"]["valid"],
+             e["payload"].get("error_kind")) for e in defined] == [
+        ("tool.called", f"{cid}-t0", True, None),
+        ("tool.called", f"{cid}-t1", False, "bad_arguments"),
+        ("tool.called", f"{cid}-t2", False, "unknown_tool"),
+        ("tool.called", f"{cid}-t3", False, "malformed_call")]
+    # Without the tools' definitions only the arguments' form can be judged.
+    undefined = _events(_map(_chat(reply)))
+    assert [e["payload"]["valid"] for e in undefined] == [True, True, True, False]
+    markup = _events(_map(_chat([{"role": "assistant", "parts": [
+        {"type": "text", "content": '<tool>read_file {"path": x}</tool>'}]}],
+        **{"gen_ai.tool.definitions": json.dumps([READ])})))
+    assert [(e["payload"]["call_id"], e["payload"]["error_kind"]) for e in markup] == [
+        (f"{cid}-m0", "malformed_call")]
+
+
+def test_a_call_the_gateway_judged_and_a_span_reports_is_one_event() -> None:
+    from schemas.ids import call_event_id
+    from schemas.tooldefs import parse_tool_request
+    from serving.gateway.toolcheck import judge_calls
+
+    cid = "chatcmpl-01a23be1fc4b7616ab55b1a99e99ed70"
+    bad = _call("read_file", {"file": "a.py"})
+    [event] = _events(_map(_chat([{"role": "assistant", "parts": [bad]}],
+                                 **{"gen_ai.tool.definitions": json.dumps([READ])})))
+    tools = parse_tool_request({"tools": [{"type": "function", "function": {
+        k: READ[k] for k in ("name", "parameters")}}]})
+    [verdict] = judge_calls(tools, "", [{"id": "call_1", "function": {
+        "name": "read_file", "arguments": '{"file": "a.py"}'}}], cid)
+    assert event["payload"]["call_id"] == verdict.call_id
+    # The gateway writes its verdict under the same id (serving.gateway.served).
+    assert event["event_id"] == str(call_event_id("org-a", verdict.call_id, cid, 0))
+
+
+def test_a_span_with_more_calls_than_a_completion_makes_or_hostile_json_costs_itself() -> None:
+    many = _chat([{"role": "assistant", "parts": [_call("ls", {}, f"c{i}")
+                                                  for i in range(129)]}])
+    deep = _chat(None, **{"gen_ai.output.messages": "[" * 100_000})
+    mapping = _map(many, deep, tool_span("ok", trace_id=TRACE, parent=ROOT))
+    [problem] = mapping.problems
+    assert (problem.span, problem.field) == (0, "gen_ai.output.messages")
+    assert "129 tool calls" in problem.reason
+    assert [e["payload"]["tool"] for e in _events(mapping)] == ["ok"]
+    assert mapping.ignored == {"model_call": 1}  # unreadable messages: no calls
+
+
+def test_model_spans_without_calls_or_content_make_nothing_and_are_counted() -> None:
+    mapping = _map(_chat(None), _chat([{"role": "assistant", "parts": [
+        {"type": "text", "content": "Done."}]}]), _chat([{"parts": "nonsense"}]),
+        span("legacy", {"gen_ai.system": "openai"}, trace_id=TRACE, parent=ROOT))
+    assert mapping.events == [] and mapping.ignored == {"model_call": 4}
+
+
+def test_a_span_without_user_takes_enduser_then_the_keys_default_or_is_refused() -> None:
+    no_user = {k: v for k, v in RESOURCE.items() if k != "user.id"}
+    tool = tool_span("ls", trace_id=TRACE, parent=ROOT)
+    assert _events(_map(tool, resource=no_user | {"enduser.id": "e-1"}))[0]["user"] == "e-1"
+    defaulted = _map(tool, resource=no_user, default_user="editor-bot")
+    assert _events(defaulted)[0]["user"] == "editor-bot"
+    assert _judge(defaulted).status == 200
+    refused = _map(tool, resource=no_user)
+    [problem] = refused.problems
+    assert (problem.kind, problem.field) == ("schema_violation", "user.id")
+    assert "no default_user" in problem.reason and "set user.id on the resource" in \
+        problem.reason

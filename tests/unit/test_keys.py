@@ -62,6 +62,11 @@ def test_keys_of_other_services_send_no_events_and_carry_their_own_fields() -> N
     (_entry(org_id="a/../b"), "org_id: 'a/../b' is not an org id"),
     ({"key_sha256": hash_key("s"), "scope": "console", "orgs": ["acme", "a|b"]},
      "orgs: 'a|b' is not an org id"),
+    (_entry(scope="gateway", default_user="u"), "default_user is for ingest keys"),
+    (_entry(default_user="u\x00"), "default_user contains the control character U\\+0000"),
+    (_entry(default_user=""), "default_user must be a string of 1 to 256"),
+    (_entry(trust_baggage=True), "trust_baggage is for gateway keys"),
+    (_entry(scope="gateway", trust_baggage="yes"), "trust_baggage must be true or false"),
 ])
 def test_bad_entries_name_the_entry_and_the_field(entry: dict[str, object], words: str) -> None:
     with pytest.raises(KeyConfigError, match=f"API key entry 0: .*{words}"):
@@ -72,6 +77,8 @@ def test_bad_entries_name_the_entry_and_the_field(entry: dict[str, object], word
     ApiKey("i", hash_key("a"), "acme", frozenset({"*", "completion.served"}), 5.0, 9.0),
     ApiKey("g", hash_key("b"), "acme", rate_per_s=3.0, burst=4.0, scope=KeyScope.GATEWAY),
     ApiKey("ana", hash_key("c"), "", scope=KeyScope.CONSOLE, orgs=frozenset({"*"})),
+    ApiKey("o", hash_key("d"), "acme", frozenset({"*"}), default_user="editor-bot"),
+    ApiKey("t", hash_key("e"), "acme", scope=KeyScope.GATEWAY, trust_baggage=True),
 ])
 def test_an_entry_reads_back_as_the_key_it_was_written_from(key: ApiKey) -> None:
     assert ApiKey.from_entry(json.loads(json.dumps(key.to_entry())), 0) == key

@@ -10,4 +10,8 @@ export * from "./generated/events.js";
 export { isUuid7, uuid7, uuid7TimeMs } from "./ids.js";
 export { type MemoryState, MemoryStorage } from "./memoryStorage.js";
 export { type QueueStorage } from "./storage.js";
-export { type Trajectory } from "./trajectory.js";
+export {
+  type TraceTrajectoryFields,
+  type Trajectory,
+  trajectoryFromTraceparent,
+} from "./trajectory.js";

@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 from uuid import UUID
 
-from rewardstream_telemetry.errors import InvalidEventError
+from rewardstream_telemetry.errors import InvalidEventError, TelemetryError
 from rewardstream_telemetry.ids import uuid7
 from rewardstream_telemetry.published import SCHEMA_VERSIONS
+from rewardstream_telemetry.tracecontext import parse_traceparent, trajectory_id_of_trace
 from rewardstream_telemetry.validation import parse_date_time
 
 __all__ = ["EditDecision", "EventConstructors", "FinishReason", "Sentiment", "ToolErrorKind",
@@ -45,6 +46,37 @@ class Trajectory:
     user: str  # the client's own user id; ingest replaces it with a keyed pseudonym
     checkpoint_id: str
     arm: str = "default"
+
+    @classmethod
+    def from_traceparent(cls, traceparent: str, *, user: str, checkpoint_id: str,
+                         session_id: str | None = None, arm: str = "default") -> Trajectory:
+        """The trajectory of a W3C trace (a ``traceparent`` header, e.g. the one an agent's
+        request carried): the id the gateway gives that trace's completions and OTLP ingest its
+        spans, so these events join them. Raises :class:`InvalidEventError` for a header that
+        is not a valid traceparent."""
+        parsed = parse_traceparent(traceparent)
+        if parsed is None:
+            raise InvalidEventError(f"traceparent: not a W3C traceparent: {traceparent[:80]!r}")
+        trajectory_id = trajectory_id_of_trace(parsed.trace_id)
+        return cls(trajectory_id, session_id or trajectory_id, user, checkpoint_id, arm)
+
+    @classmethod
+    def from_current_span(cls, *, user: str, checkpoint_id: str, session_id: str | None = None,
+                          arm: str = "default") -> Trajectory:
+        """The trajectory of the OpenTelemetry trace this code runs in (needs
+        ``opentelemetry-api``, which this SDK does not install); raises
+        :class:`TelemetryError` without it or outside a recording span."""
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            raise TelemetryError("Trajectory.from_current_span needs opentelemetry-api; "
+                                 "pass the traceparent to from_traceparent instead") from None
+        context = trace.get_current_span().get_span_context()
+        if not context.is_valid:
+            raise TelemetryError("no OpenTelemetry span is current: call this inside the "
+                                 "agent's span, or use from_traceparent")
+        trajectory_id = trajectory_id_of_trace(context.trace_id)
+        return cls(trajectory_id, session_id or trajectory_id, user, checkpoint_id, arm)
 
 
 def timestamp(value: datetime | str | None, field: str = "occurred_at") -> datetime:
