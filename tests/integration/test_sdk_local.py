@@ -14,6 +14,8 @@ from harness.sdk import Telemetry, TelemetryError, Trajectory
 from infra.disk_queue import DiskQueue
 from infra.errors import QueueInUseError
 
+pytestmark = pytest.mark.slow
+
 TRAJ = Trajectory("traj-1", "session-1", "user-1", "ckpt-0")
 
 

@@ -1,5 +1,6 @@
 """A tiny model trained to answer set requests with set tool calls, well-formed or broken, so
-that tool calling is exercised end to end with a real model and real tokens."""
+that tool calling is exercised end to end with a real model and real tokens; ``build`` makes the
+integration tests' one (what it answers to each request of REPLIES, and the TOOLS it is offered)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_tool_model"]
+__all__ = ["LINT_TOOL", "READ_FILE_TOOL", "REPLIES", "TOOLS", "build", "build_tool_model"]
+
+REPLIES = {
+    "Read calc.py.": '<tool>read_file {"path": "calc.py"}</tool>',
+    "Look around.": '<tool>lint {}</tool><tool>read_file {"path": "src/app/calc.py"}</tool>',
+    "Break it.": '<tool>read_file {"path": calc.py}</tool>',
+    "Open calc.py.": '<tool>read_file {"file": "calc.py"}</tool>',
+    "Say done.": "Done.",
+}
+READ_FILE_TOOL = {"type": "function", "function": {
+    "name": "read_file", "description": "Read a file of the workspace.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"], "additionalProperties": False}}}
+LINT_TOOL = {"type": "function", "function": {"name": "lint", "description": "Lint the code."}}
+TOOLS = [READ_FILE_TOOL, LINT_TOOL]
 
 
 def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: str,
@@ -42,3 +57,12 @@ def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: s
         train_sft(model, examples, tokenizer.pad_token_id, config)
     model.save_pretrained(out_dir, safe_serialization=True)
     return out_dir
+
+
+def build(out_dir: Path) -> Path:
+    """A tiny model with the harness's transcript chat template (no tools section, so the
+    engine's fallback applies, as for the demo's policy), trained to answer each request of
+    REPLIES with its call: deterministic tool calls from a real model."""
+    from harness.policy.base import TRANSCRIPT_TEMPLATE
+
+    return build_tool_model(out_dir, REPLIES, TRANSCRIPT_TEMPLATE, TOOLS)
