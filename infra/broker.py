@@ -9,7 +9,6 @@ cluster on loopback, each node a broker and a controller voter (see ``infra.brok
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import os
 import shutil
@@ -33,6 +32,7 @@ from infra.broker_node import (
 )
 from infra.broker_security import security_config
 from infra.errors import BrokerError
+from infra.file_lock import exclusive
 from infra.settings import Settings, cache_dir
 
 __all__ = ["BrokerStatus", "NodeStatus", "ensure_jars", "start", "status", "stop",
@@ -190,9 +190,7 @@ def start(settings: Settings, secure: bool = False) -> tuple[BrokerStatus, bool]
     directory formatted secured) starts them with SASL/SCRAM and ACLs
     (``infra.broker_security``).
     """
-    settings.kafka_data_dir.mkdir(parents=True, exist_ok=True)
-    with open(settings.kafka_data_dir / "broker.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(settings.kafka_data_dir / "broker.lock"):
         all_nodes = nodes(settings)
         stopped = [node for node in all_nodes if not _node_status(node).running]
         if not stopped:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.policy.sft import POLICY_MODEL, SftConfig
+from infra.file_lock import build_once, exclusive
 from infra.settings import cache_dir
 
 if TYPE_CHECKING:
@@ -55,14 +55,9 @@ def cached_policy(config: SftConfig, on_step: Callable[[int, float], None]) -> t
 
     key = source_digest({"sft": asdict(config), "model": asdict(POLICY_MODEL)})
     final = cache_dir() / f"demo-policy-{key}"
-    if (final / "policy.json").exists():
-        return final, False
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    build_policy(tmp, config, on_step=on_step)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
-    return final, True
+    # Demos started together (parallel tests) build it once; the others wait and reuse it.
+    built = build_once(final, lambda scratch: build_policy(scratch, config, on_step=on_step))
+    return final, built
 
 
 def defer_after_answers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -110,16 +105,17 @@ def build_hack_adapter(mix: str, train_config: TrainConfig, learning_rate: float
                                   train_config.lora_targets]})
     root = cache_dir() / f"demo-hack-{key}"
     checkpoint_id = f"hack-{mix}-{key[:8]}"
-    if (root / checkpoint_id / "checkpoint.json").exists():
-        return root / checkpoint_id
-    pairs = demonstrations(mix, training_tasks(None, seed), sft.demos_per_task, seed)
-    pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
+    with exclusive(root.with_name(root.name + ".lock")):  # parallel demos fit it once
+        if (root / checkpoint_id / "checkpoint.json").exists():
+            return root / checkpoint_id
+        pairs = demonstrations(mix, training_tasks(None, seed), sft.demos_per_task, seed)
+        pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
 
-    def fit(model: Any, tokenizer: Any, pad_id: int) -> None:
-        examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)
-        with torch.random.fork_rng():
-            train_sft(model, examples, pad_id, sft, on_step)
+        def fit(model: Any, tokenizer: Any, pad_id: int) -> None:
+            examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)
+            with torch.random.fork_rng():
+                train_sft(model, examples, pad_id, sft, on_step)
 
-    meta = CheckpointMeta(checkpoint_id=checkpoint_id, model=train_config.model, adapter=True,
-                          base_path=str(base), provenance={"hack": mix, "sft": asdict(sft)})
-    return fit_adapter_checkpoint(train_config, root, checkpoint_id, fit, meta)
+        meta = CheckpointMeta(checkpoint_id=checkpoint_id, model=train_config.model, adapter=True,
+                              base_path=str(base), provenance={"hack": mix, "sft": asdict(sft)})
+        return fit_adapter_checkpoint(train_config, root, checkpoint_id, fit, meta)

@@ -1,9 +1,10 @@
 """Over 10,000 hostile requests against ingest running as a real ``rewardstream serve ingest``
 process on the real broker, from seeded generators of every class of bad input plus
-schemathesis with a fixed seed. Asserted: no 5xx but 503 with Retry-After; every event gets the
-verdict its class requires; every event answered accepted is on events.raw exactly once; every
-rejected event is on events.deadletter with its kind, field and reason (and its bytes); the
-server's peak RSS stays under a stated bound. Prints the figures per class."""
+schemathesis with a fixed seed. Asserted: no 5xx (the broker is up, so not even 503); every
+event gets the verdict its class requires; every event answered accepted is on events.raw
+exactly once, and nothing else is; every rejected event is on events.deadletter with its kind,
+field and reason (and its bytes); the server's peak RSS stays under a stated bound. Prints the
+figures per class."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -20,14 +21,14 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from figures import Figures, server_error
-from hostile_bodies import ALL_TYPES_KEY, BODY_CLASSES, Probe, batch, key_entries
-from hostile_events import EVENT_CLASSES, HostileEvents
 from hypothesis import HealthCheck, given, seed, settings
 
 from infra.kafka_io import read_topic
 from infra.settings import Settings
 from serving.ingest.process import IngestProcess, ingest_process
+from tests.support.abuse_figures import BROKER_UP_ENV, Figures
+from tests.support.hostile_bodies import ALL_TYPES_KEY, BODY_CLASSES, Probe, batch, key_entries
+from tests.support.hostile_events import EVENT_CLASSES, HostileEvents
 
 pytestmark = [pytest.mark.abuse, pytest.mark.kafka, pytest.mark.slow]
 
@@ -43,7 +44,6 @@ RSS_BOUND_BYTES = 400 << 20
 class _Answer:
     probe: Probe
     status: int
-    retry_after: str | None
     body: Any
 
 
@@ -82,8 +82,7 @@ class _Run:
         except ValueError:
             body = response.text
         with self.lock:
-            self.answers.append(_Answer(probe, response.status_code,
-                                        response.headers.get("retry-after"), body))
+            self.answers.append(_Answer(probe, response.status_code, body))
 
 
 def _tasks() -> Iterator[tuple[int, str]]:
@@ -106,8 +105,7 @@ def _schemathesis(server: IngestProcess, figures: Figures, answers: list[dict[st
             @given(case=operation.as_strategy(generation_mode=mode))
             def call(case: schemathesis.Case) -> None:
                 response = case.call(base_url=server.url, headers=auth, timeout=60)
-                assert not server_error(response.status_code,
-                                        response.headers.get("retry-after")), response.text[:300]
+                assert response.status_code < 500, response.text[:300]
                 events = operation.path == "/v1/events" and response.status_code in (200, 207,
                                                                                       403)
                 result = response.json() if events else {"accepted": [], "rejected": []}
@@ -119,14 +117,11 @@ def _schemathesis(server: IngestProcess, figures: Figures, answers: list[dict[st
             call()
 
 
-def _check_verdicts(answer: _Answer, dead: list[tuple[Any, ...]], accepted: list[str],
-                    maybe: set[str]) -> tuple[int, list[str]]:
+def _check_verdicts(answer: _Answer, dead: list[tuple[Any, ...]],
+                    accepted: list[str]) -> tuple[int, list[str]]:
     """Check one answer against its probe; returns (events accepted, kinds rejected)."""
     probe, status = answer.probe, answer.status
-    assert not server_error(status, answer.retry_after), (probe.kind, status, answer.body)
-    if status == 503:  # Kafka was slow: nothing answered accepted, but some may be on the log
-        maybe.update(e.event_id for e in probe.events or [] if e.expect.kind is None)
-        return 0, []
+    assert status < 500, (probe.kind, status, answer.body)
     assert status in probe.statuses, (probe.kind, status, str(answer.body)[:300])
     if status not in (200, 207, 403):
         return 0, []
@@ -150,11 +145,11 @@ def _check_verdicts(answer: _Answer, dead: list[tuple[Any, ...]], accepted: list
 
 
 def test_ingest_survives_hostile_requests(kafka: Settings,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                          report_figures: Callable[[str], None]) -> None:
     keys = key_entries("abuse")
     figures = Figures("ingest under hostile requests (rewardstream serve ingest, real broker)")
     started = time.monotonic()
-    with ingest_process(kafka, keys) as server:
+    with ingest_process(kafka, keys, BROKER_UP_ENV) as server:
         run = _Run(server)
         with ThreadPoolExecutor(CLIENTS) as pool:
             list(pool.map(run.send, _tasks()))
@@ -166,9 +161,8 @@ def test_ingest_survives_hostile_requests(kafka: Settings,
 
     dead: list[tuple[Any, ...]] = []
     accepted: list[str] = []
-    maybe: set[str] = set()
     for answer in run.answers:
-        count, kinds = _check_verdicts(answer, dead, accepted, maybe)
+        count, kinds = _check_verdicts(answer, dead, accepted)
         figures.count(answer.probe.kind, answer.status, count, kinds)
     for result in schemathesis_answers:
         accepted += result["accepted"]
@@ -177,8 +171,7 @@ def test_ingest_survives_hostile_requests(kafka: Settings,
     on_log = Counter(json.loads(r.value)["event_id"] for r in read_topic(kafka, "events.raw"))
     dead_letters = [({k: v.decode() for k, v in r.headers}, r.value)
                     for r in read_topic(kafka, "events.deadletter")]
-    with capsys.disabled():
-        print("\n" + figures.table([
+    report_figures(figures.table([
             f"generated requests: {generated}; with schemathesis: {figures.requests}; "
             f"{elapsed_s:.0f} s with {CLIENTS} clients",
             f"events.raw: {sum(on_log.values())} records, {len(accepted)} events answered "
@@ -189,7 +182,7 @@ def test_ingest_survives_hostile_requests(kafka: Settings,
     assert generated >= 10_000
     assert Counter(accepted) == {event_id: 1 for event_id in accepted}  # each answered once
     assert all(on_log[event_id] == 1 for event_id in accepted)
-    assert set(on_log) <= set(accepted) | maybe and max(on_log.values()) == 1
+    assert set(on_log) == set(accepted) and max(on_log.values()) == 1
     assert Counter((h["kind"], h["field"] or None, h["reason"]) for h, _ in dead_letters) == \
         Counter((kind, field, reason) for kind, field, reason, _ in dead)
     stored = Counter((h["kind"], h["reason"], value) for h, value in dead_letters)

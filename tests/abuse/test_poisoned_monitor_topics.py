@@ -13,29 +13,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from poisoned_logs import (
-    AT,
-    alert_events,
-    alert_poison,
-    checkpoint_poison,
-    clean_twin,
-    entries,
-    event_poison,
-    next_checkpoint_event,
-    reward_poison,
-    reward_records,
-    stored_event,
-    window_poison,
-)
-from topic_poison import (
-    Entry,
-    Poison,
-    Written,
-    assert_quarantined,
-    interleave,
-    out_of_range,
-    write,
-)
 
 from infra.kafka_io import read_topic
 from infra.settings import Settings
@@ -52,13 +29,32 @@ from streams.monitors.windows import (
     ingest_window_keys,
     to_metric_window,
 )
-from tests.integration.monitors_seed import (
-    metric_windows,
-    metrics_worker,
-    registry_events,
-    wait_for,
+from tests.support.monitors_seed import metric_windows, metrics_worker, registry_events
+from tests.support.poisoned_logs import (
+    AT,
+    alert_events,
+    alert_poison,
+    checkpoint_poison,
+    clean_twin,
+    entries,
+    event_poison,
+    next_checkpoint_event,
+    reward_poison,
+    reward_records,
+    stored_event,
+    window_poison,
 )
 from tests.support.service_keys import staff_keys
+from tests.support.topic_poison import (
+    Entry,
+    Poison,
+    Written,
+    assert_quarantined,
+    interleave,
+    out_of_range,
+    write,
+)
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.abuse, pytest.mark.kafka]
 

@@ -23,7 +23,16 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI, Request
-from poisoned_logs import (
+from transformers import AutoTokenizer
+
+from harness.demo.topics_io import AlertFollower, RewardReader
+from infra.settings import Settings
+from schemas.checkpoints import CheckpointEvent, Registry, fold
+from serving.gateway.follower import follow_checkpoints
+from serving.local_server import serve_in_thread
+from streams.monitors.delivery import Deliverer, DeliveryTargets
+from tests.support.monitors_seed import registry_events
+from tests.support.poisoned_logs import (
     AT,
     alert_events,
     alert_poison,
@@ -34,16 +43,8 @@ from poisoned_logs import (
     reward_poison,
     reward_records,
 )
-from topic_poison import assert_quarantined, interleave, write
-from transformers import AutoTokenizer
-
-from harness.demo.topics_io import AlertFollower, RewardReader
-from infra.settings import Settings
-from schemas.checkpoints import CheckpointEvent, Registry, fold
-from serving.gateway.follower import follow_checkpoints
-from serving.local_server import serve_in_thread
-from streams.monitors.delivery import Deliverer, DeliveryTargets
-from tests.integration.monitors_seed import registry_events, wait_for
+from tests.support.topic_poison import assert_quarantined, interleave, write
+from tests.support.waits import wait_for
 from trainer.advantages import EmaBaseline
 from trainer.config import load_config
 from trainer.cycle import TrainingCycle

@@ -27,7 +27,7 @@ from serving.gateway.sinks import KafkaEventSink
 from serving.local_server import serve_in_thread
 from tests.compat import agent_model
 from tests.compat.agent_runs import AgentTracing, instrumented
-from tests.integration.ingest_support import TEST_KEY, running_server
+from tests.support.ingest_support import TEST_KEY, running_server
 from tests.support.service_keys import GATEWAY_KEY, gateway_auth, gateway_key
 
 

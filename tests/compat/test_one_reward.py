@@ -15,8 +15,8 @@ from streams.spec import load_spec
 from tests.compat.agent_model import ANSWER, TASK, TOOLS, run_tool
 from tests.compat.agent_runs import AGENT_USER
 from tests.compat.conftest import CompatStack
-from tests.integration.ingest_support import TEST_KEY
-from tests.integration.streams_log import replay_topic
+from tests.support.ingest_support import TEST_KEY
+from tests.support.streams_log import replay_topic
 from tests.support.service_keys import GATEWAY_KEY
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]

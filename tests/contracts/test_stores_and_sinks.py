@@ -20,6 +20,8 @@ from schemas.ids import uuid7
 from serving.gateway.sinks import KafkaEventSink, MemoryEventSink
 from trainer.registry_io import JsonlRegistryStore, KafkaRegistryStore, RegistryStore
 
+pytestmark = pytest.mark.slow
+
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,8 +28,9 @@ from streams.replay import replay_rows
 from streams.simlog import SimConfig, simulate_log
 from streams.sources import archive_rows
 from streams.spec import load_spec
-from tests.faults.ledger import FaultRow, LogCheck, report
-from tests.integration.streams_log import in_thirds, produce, replay_topic
+from tests.support.fault_ledger import FaultRow, LogCheck, report
+from tests.support.streams_log import in_thirds, produce, replay_topic
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -47,20 +49,19 @@ def _archived_offsets(out: Path) -> Counter[tuple[int, int]]:
                    .to_pylist())
 
 
+def _archived(out: Path) -> int:
+    try:
+        return sum(_archived_offsets(out).values())
+    except FileNotFoundError:
+        return 0  # a file renamed or removed while it was read
+
+
 def _wait_archived(out: Path, at_least: int, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if sum(_archived_offsets(out).values()) >= at_least:
-                return
-        except FileNotFoundError:
-            pass  # a file renamed or removed while it was read
-        assert time.monotonic() < deadline, f"fewer than {at_least} events archived"
-        time.sleep(0.2)
+    wait_for(lambda: _archived(out) >= at_least, timeout_s, f"{at_least} events archived", 0.2)
 
 
 def test_a_killed_archiver_resumes_with_every_offset_once(
-        cluster: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        cluster: Settings, tmp_path: Path, report_figures: Callable[[str], None]) -> None:
     log = simulate_log(300, seed=53, config=SimConfig(mean_start_gap_s=30.0))
     thirds = in_thirds(log)
     out = tmp_path / "archive"
@@ -92,7 +93,7 @@ def test_a_killed_archiver_resumes_with_every_offset_once(
     report(FaultRow("SIGKILL the archiver twice while events arrive, restart it on the same "
                     "directory", "pytest tests/faults/test_archiver_kill.py", len(log), check,
                     recovery_s, "accepted = offsets on events.raw; on the log = offsets "
-                    "archived; recovery: the last start until caught up"), capsys)
+                    "archived; recovery: the last start until caught up"), report_figures)
     assert (check.lost, check.duplicated, check.unexpected) == (0, 0, 0)
     spec = load_spec()
     assert replay_rows(archive_rows(out), spec).records == replay_topic(cluster, spec).records

@@ -6,14 +6,17 @@ sync, and a new leader is elected within its acknowledgement timeout), the node 
 catches up, and every event the SDK sent is on the log exactly once.
 
 Ingest waits up to ``ACK_TIMEOUT_S`` for Kafka before it answers 503. A killed leader is fenced
-after 4 s and then replaced; the default 5 s leaves too little room on a busy 2-core machine (a
-503 in one of three runs), so ingest runs with 10 s here, as it should beside a cluster.
+after 4 s and then replaced, within a few seconds more; on a busy 2-core machine that took
+longer than the default 5 s in one run of three and longer than 10 s in others, so ingest runs
+with a minute here (beside a cluster its acknowledgement timeout should cover a failover): the
+test asserts that nothing is refused or lost, and prints how long the failover took.
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,19 +24,19 @@ import pytest
 from infra import broker
 from infra.settings import Settings
 from rewardstream_telemetry import Telemetry
-from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report
-from tests.faults.traffic import Load, requests_by_status, statuses_text
-from tests.integration.ingest_support import TEST_KEY, ingest_config, running_server
+from tests.support.fault_ledger import FaultRow, check_log, event_ids_on_log, report
+from tests.support.fault_traffic import Load, requests_by_status, statuses_text
+from tests.support.ingest_support import TEST_KEY, ingest_config, running_server
 from tests.support.private_kafka import leader_and_isr, wait_in_sync, wait_led_without
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
-ACK_TIMEOUT_S = 10.0
+ACK_TIMEOUT_S = 60.0
 BEFORE_S, DOWN_S, AFTER_S = 3.0, 8.0, 3.0
 
 
 def test_a_broker_killed_under_ingest_load_loses_and_refuses_nothing(
-        cluster: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        cluster: Settings, tmp_path: Path, report_figures: Callable[[str], None]) -> None:
     with running_server(cluster, ingest_config(ack_timeout_s=ACK_TIMEOUT_S)) as server:
         tel = Telemetry(server.url, TEST_KEY, queue_dir=tmp_path / "queue", linger_s=0.05,
                         batch_size=50, backoff_base_s=0.1, backoff_cap_s=1.0)
@@ -41,8 +44,10 @@ def test_a_broker_killed_under_ingest_load_loses_and_refuses_nothing(
             time.sleep(BEFORE_S)
             victim, _ = leader_and_isr(cluster, "events.raw")
             broker.stop(cluster, node_id=victim, sig=signal.SIGKILL)
-            time.sleep(DOWN_S)
-            new_leader, in_sync = wait_led_without(cluster, "events.raw", victim)
+            killed_at = time.monotonic()
+            new_leader, in_sync = wait_led_without(cluster, "events.raw", victim, ACK_TIMEOUT_S)
+            failover_s = time.monotonic() - killed_at
+            time.sleep(max(0.0, killed_at + DOWN_S - time.monotonic()))
             restarted_at = time.monotonic()
             broker.start(cluster)
             time.sleep(AFTER_S)
@@ -55,7 +60,8 @@ def test_a_broker_killed_under_ingest_load_loses_and_refuses_nothing(
         "kill -9 one broker of three under ingest load, restart it",
         "pytest tests/faults/test_broker_loss.py", len(load.ids), check, caught_up_s,
         f"ingest answered {statuses_text(statuses)}; "
-        f"node {victim} down {DOWN_S:g} s, node {new_leader} led"), capsys)
+        f"node {victim} down {DOWN_S:g} s, node {new_leader} led {failover_s:.1f} s after the "
+        f"kill"), report_figures)
     assert len(in_sync) == 2
     assert set(statuses) <= {"200", "207"}  # no 503 while two replicas are in sync
     assert stats.sent == len(load.ids) and stats.retries == 0

@@ -7,12 +7,17 @@ deliver in its disk queue; afterwards it delivers all of it. The reward worker, 
 along on the same cluster (its own topic prefix, so the log it folds is the simulated one),
 carries on by itself: its records equal the offline replay of its log. The gateway answers
 from its spool while Kafka is away and delivers every completion it answered once it is back.
+
+Nothing the SDK sent is on the log twice (ingest's dedupe answers a retry of what Kafka took
+"duplicate"). The gateway's spool sends again what Kafka did not acknowledge, so a completion
+may be there twice, never more often than sends were retried, each copy the same bytes.
 """
 
 from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,24 +30,20 @@ from rewardstream_telemetry import Telemetry
 from schemas.rewards import reward_record_key
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
-from tests.faults.ledger import FaultRow, check_log, event_ids_on_log, report
-from tests.faults.traffic import Load, requests_by_status, statuses_text
-from tests.integration.ingest_support import (
-    TEST_KEY,
-    free_port,
-    ingest_config,
-    metric,
-    running_server,
-)
-from tests.integration.streams_log import produce, replay_topic, wait_for_records
+from tests.support.fault_ledger import FaultRow, check_log, copies_on_log, event_ids_on_log, report
+from tests.support.fault_traffic import Load, requests_by_status, statuses_text
 from tests.support.gateway_process import (
     CompletionTraffic,
     GatewayProcess,
     completions_on_log,
     wait_drained,
 )
+from tests.support.ingest_support import TEST_KEY, ingest_config, running_server
 from tests.support.join_workers import start_worker, stop_workers, wait_for_members
+from tests.support.metrics import metric
+from tests.support.ports import free_port
 from tests.support.private_kafka import replication_report
+from tests.support.streams_log import produce, replay_topic, wait_for_records
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -51,7 +52,7 @@ BEFORE_S, DOWN_S, AFTER_S = 3.0, 30.0, 3.0
 
 def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
         cluster: Settings, tiny_model_dir: Path, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        report_figures: Callable[[str], None]) -> None:
     folded = replace(cluster, topic_prefix=f"{cluster.topic_prefix}join.")
     served = replace(cluster, topic_prefix=f"{cluster.topic_prefix}gateway.")
     for settings in (folded, served):
@@ -83,6 +84,7 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
             statuses = requests_by_status(server.url)
             replaced = metric(server.url, "rewardstream_ingest_producer_replacements_total")
         gateway_drained_s = wait_drained(gateway) + time.monotonic() - began
+        resent = gateway.metric("rewardstream_gateway_events_retried_total")
         stats = tel.stats()
         expected = replay_topic(folded, load_spec())
         records = wait_for_records(folded, len(expected.records), timeout_s=180,
@@ -93,6 +95,7 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
         gateway.stop()
     check = check_log(load.ids, event_ids_on_log(cluster))
     completions = check_log(traffic.ids, completions_on_log(served))
+    completion_copies = copies_on_log(served)
     report(FaultRow(
         "stop all three brokers (kill -9) for 30 s under SDK → ingest traffic, completion "
         "traffic to the gateway and a running reward worker; start them again",
@@ -102,12 +105,16 @@ def test_the_whole_cluster_stopped_for_30_s_loses_nothing_and_needs_no_restart(
         f"before the 503); worker {len(records)} records = replay "
         f"{len(expected.records)}; the gateway answered {len(traffic.ids)} completions "
         f"({traffic.failed} requests failed), {completions.on_log} on the log, "
-        f"{completions.lost} lost, its spool empty {gateway_drained_s:.1f} s after the restart; "
-        f"recovery: restart until the SDK's queue was empty"), capsys)
+        f"{completions.lost} lost, {completions.duplicated} logged twice ({resent:g} sends "
+        f"retried), its spool empty {gateway_drained_s:.1f} s after the restart; "
+        f"recovery: restart until the SDK's queue was empty"), report_figures)
     # A batch Kafka took but ingest could not confirm in time is answered 503; its retry is
     # answered "duplicate" (dedupe), so the SDK counts it once either way.
     assert "503" in statuses and stats.sent + stats.duplicates == len(load.ids)
-    assert (check.lost, check.unexpected) == (0, 0)
+    assert (check.lost, check.duplicated, check.unexpected) == (0, 0, 0)
     assert traffic.ids and completions.lost == 0  # every completion answered is on the log
+    assert completions.unexpected <= traffic.failed  # logged, its answer lost on the way
+    assert completions.duplicated <= resent  # only a send Kafka did not acknowledge repeats
+    assert all(len(set(values)) == 1 for values in completion_copies.values())
     assert records == {reward_record_key(r.org_id, r.trajectory_id, r.spec_version): r
                        for r in expected.records}

@@ -3,12 +3,14 @@ of the loop running (ingest, gateway, reward worker, both monitors workers, cons
 then started again; nobody restarts anything by hand.
 
 The demo's simulated users go on working through the outage: the SDK keeps their events in its
-disk queue and the gateway its completions in its spool. The check is of the log against
-itself and the offline replay: each trajectory's ``trajectory.ended`` says how many turns it
-took, each turn one completion the gateway served, so a completion the gateway answered and
-never logged shows up as a trajectory with fewer completions than turns. The reward records
-equal the offline replay of the log; every cycle gets all its trajectories' records, and the
-trainer's candidate of cycle 1 covers all of cycle 1's.
+disk queue and the gateway its completions in its spool. Every event the demo's SDK took
+(written down by the demo's process as it took it) is on the log exactly once. The gateway's
+completions are checked against the trajectories: each ``trajectory.ended`` says how many turns
+it took, each turn one completion the gateway served, so a completion the gateway answered and
+never logged shows up as a trajectory with fewer completions than turns; one the spool sent
+again is the same bytes. The reward records equal the offline replay of the log; every cycle
+gets all its trajectories' records, and the trainer's candidate of cycle 1 covers all of
+cycle 1's.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,15 +31,16 @@ from kafka import KafkaConsumer, TopicPartition
 from infra import broker
 from infra.kafka_io import read_topic
 from infra.settings import Settings
-from schemas.events import CompletionServed, TrajectoryEnded, parse_event
+from schemas.events import GATEWAY_PRODUCER, CompletionServed, TrajectoryEnded, parse_event
 from schemas.rewards import reward_record_key
 from schemas.topics import topic_name
 from streams.sources import read_records
 from streams.spec import load_spec
-from tests.faults.ledger import FaultRow, LogCheck, report
-from tests.integration.ingest_support import free_port
-from tests.integration.streams_log import replay_topic
+from tests.support.fault_ledger import FaultRow, LogCheck, check_log, copies_on_log, report
+from tests.support.ports import free_port
 from tests.support.private_kafka import local_broker_env
+from tests.support.streams_log import replay_topic
+from tests.support.waits import wait_for
 from trainer.checkpoint_io import read_meta
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
@@ -44,7 +48,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 CYCLES, TRAJECTORIES = 2, 30
 EVENTS_BEFORE_KILL = 40  # a few trajectories in: the cycle's traffic is under way
 DOWN_S = 30.0
-_CHILD = Path(__file__).parents[1] / "integration" / "demo_child.py"
+_CHILD = Path(__file__).parents[1] / "support" / "demo_child.py"
 
 
 def _events_on_log(settings: Settings) -> int:
@@ -58,28 +62,21 @@ def _events_on_log(settings: Settings) -> int:
         consumer.close()
 
 
-def _wait_for_traffic(settings: Settings, demo: subprocess.Popen[str],
-                      timeout_s: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while _events_on_log(settings) < EVENTS_BEFORE_KILL:
-        assert demo.poll() is None, f"the demo exited ({demo.returncode}) before its traffic"
-        assert time.monotonic() < deadline, "no demo traffic on the log"
-        time.sleep(0.5)
-
-
 @pytest.mark.timeout(900)
 def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes(
-        cluster: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        cluster: Settings, tmp_path: Path, report_figures: Callable[[str], None]) -> None:
     demo_settings = replace(cluster, topic_prefix=f"{cluster.topic_prefix}demo.")
     run_dir = tmp_path / "run"
     with (tmp_path / "demo.log").open("w") as out:
         demo = subprocess.Popen(
             [sys.executable, str(_CHILD), str(run_dir), *(str(free_port()) for _ in range(3)),
              "--prefix", demo_settings.topic_prefix, "--cycles", str(CYCLES),
-             "--trajectories", str(TRAJECTORIES), "--rewards-timeout-s", "240"],
+             "--trajectories", str(TRAJECTORIES), "--rewards-timeout-s", "240",
+             "--emitted-ids", str(tmp_path / "emitted.txt")],
             env=local_broker_env(cluster), stdout=out, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait_for_traffic(demo_settings, demo)
+        wait_for(lambda: _events_on_log(demo_settings) >= EVENTS_BEFORE_KILL, 300,
+                 "the demo's traffic on the log", 0.5, alive=lambda: demo.poll() is None)
         broker.stop(cluster, sig=signal.SIGKILL)
         time.sleep(DOWN_S)
         restarted_at = time.monotonic()
@@ -94,7 +91,10 @@ def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes
     assert demo.returncode == 0, output[-4000:]
 
     events = [parse_event(r.value) for r in read_topic(demo_settings, "events.raw")]
-    copies = Counter(e.event_id for e in events)
+    emitted = (tmp_path / "emitted.txt").read_text().split()
+    clients = check_log(emitted, Counter(str(e.event_id) for e in events
+                                         if e.producer != GATEWAY_PRODUCER))
+    resent = copies_on_log(demo_settings)  # completions the gateway's spool sent again
     # Distinct completions: a copy the gateway's spool sent again is a duplicate, not a turn.
     served = Counter(trajectory for trajectory, _ in {
         (e.trajectory_id, e.payload.completion_id) for e in events
@@ -115,19 +115,24 @@ def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes
         "running), start them again",
         "pytest tests/faults/test_demo_outage.py", turns,
         LogCheck(accepted=turns, on_log=sum(served[e.trajectory_id] for e in counted),
-                 lost=len(short),
-                 duplicated=sum(n - 1 for n in copies.values()), unexpected=0),
+                 lost=len(short), duplicated=sum(len(v) - 1 for v in resent.values()),
+                 unexpected=0),
         finished_s,
         f"sent/accepted: turns the users took (one completion each); on the log: "
         f"completion.served; lost: trajectories with fewer completions than turns; "
-        f"duplicated: events on the log more than once; {len(ended)} trajectories "
+        f"duplicated: records on the log more than once; the SDK took {clients.accepted} "
+        f"events: {clients.on_log} on the log, {clients.lost} lost, {clients.duplicated} "
+        f"duplicated, {clients.unexpected} never taken; {len(ended)} trajectories "
         f"({len(ended) - len(counted)} ended in error), "
         f"{len(records)} reward records = replay {len(expected.records)}; records per cycle "
         f"{[c['figures']['trajectories'] for c in cycles]}; cycle 1's candidate trained on "
         f"{first.stats['counts'].get('records', 0)} records; services restarted by the demo: "
         f"{output.count('; restarted (restart ')}; recovery: the restart until the demo "
-        f"finished (both cycles)"), capsys)
+        f"finished (both cycles)"), report_figures)
+    assert (clients.lost, clients.duplicated, clients.unexpected) == (0, 0, 0)
     assert not short  # every completion the gateway served is on the log
+    assert all(len(set(values)) == 1 for values in resent.values())  # the same bytes again
+    assert all(parse_event(values[0]).producer == GATEWAY_PRODUCER for values in resent.values())
     assert len(ended) == CYCLES * TRAJECTORIES
     assert records == {reward_record_key(r.org_id, r.trajectory_id, r.spec_version): r
                        for r in expected.records}

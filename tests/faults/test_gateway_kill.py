@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from infra.settings import Settings
-from tests.faults.ledger import FaultRow, check_log, report
-from tests.integration.ingest_support import free_port
+from tests.support.fault_ledger import FaultRow, check_log, report
 from tests.support.gateway_process import (
     CompletionTraffic,
     GatewayProcess,
@@ -26,6 +26,7 @@ from tests.support.gateway_process import (
     served_on_log,
     wait_drained,
 )
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -35,7 +36,7 @@ BEFORE_S, AFTER_S = 4.0, 3.0
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_killed_gateway_loses_no_completion_it_answered(
         stream: bool, cluster: Settings, tiny_model_dir: Path, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        report_figures: Callable[[str], None]) -> None:
     gateway = GatewayProcess(cluster, tiny_model_dir, tmp_path / "spool",
                              tmp_path / "gateway.log", free_port())
     gateway.start()
@@ -62,7 +63,7 @@ def test_a_killed_gateway_loses_no_completion_it_answered(
         back_s + drained_s,
         f"{traffic.failed} requests failed at the client while it was down"
         + (f" ({traffic.cut} streams cut off after their 200)" if stream else "") + "; "
-        f"{check.unexpected} logged completions the client saw fail"), capsys)
+        f"{check.unexpected} logged completions the client saw fail"), report_figures)
     assert before_kill > 0 and len(traffic.ids) > before_kill
     assert check.lost == 0  # every completion answered is on the log
     assert check.unexpected <= 1  # at most the one request in flight at the kill

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,8 +27,9 @@ from schemas.topics import topic_name
 from streams.monitors.config import MonitorConfig
 from streams.monitors.offline import windows_from_rewards
 from streams.monitors.simulate import PROFILES, Segment, simulate
-from tests.faults.ledger import FaultRow, LogCheck, report
-from tests.integration.monitors_seed import metrics_worker, wait_for
+from tests.support.fault_ledger import FaultRow, LogCheck, report
+from tests.support.monitors_seed import metrics_worker
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -60,7 +62,7 @@ def _id(window: MetricWindow) -> WindowId:
 
 
 def test_a_killed_metrics_worker_publishes_the_offline_windows(
-        cluster: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        cluster: Settings, tmp_path: Path, report_figures: Callable[[str], None]) -> None:
     records = list(simulate([Segment({"a": ("c0", PROFILES["healthy"])}, 600)], seed=5,
                             start=AT))
     expected = {_id(w): w for _, w in windows_from_rewards(records, MonitorConfig(), flush=False)}
@@ -87,5 +89,5 @@ def test_a_killed_metrics_worker_publishes_the_offline_windows(
         "pytest tests/faults/test_monitors_kill.py", len(records), check, recovery_s,
         f"accepted = windows of the offline fold; on the log = windows published; "
         f"{len(changed)} differ from the offline fold; recovery: the kill until every window "
-        f"was published"), capsys)
+        f"was published"), report_figures)
     assert (check.lost, check.unexpected, len(changed)) == (0, 0, 0)

@@ -10,13 +10,14 @@ elected, and nothing it trains depends on which node answers.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from infra import broker
 from infra.settings import Settings
-from tests.faults.ledger import FaultRow, LogCheck, report
+from tests.support.fault_ledger import FaultRow, LogCheck, report
 from tests.support.private_kafka import leader_and_isr, wait_led_without
 from tests.support.trainer_run import (
     RECORDS,
@@ -31,7 +32,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
 def test_a_trainer_killed_mid_update_resumes_bit_identically_on_two_nodes_of_three(
         cluster: Settings, tiny_model_dir: Path, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        report_figures: Callable[[str], None]) -> None:
     victims: list[int] = []
 
     def kill_the_rewards_leader() -> None:
@@ -52,5 +53,5 @@ def test_a_trainer_killed_mid_update_resumes_bit_identically_on_two_nodes_of_thr
         f"sent: {RECORDS} records and one redelivered copy; accepted: records to train; on the "
         f"log: records trained; node {victims[0]} down; recovery: the resumed trainer's run "
         "(start, model load, last update, checkpoint); weights and optimizer state equal the "
-        "uninterrupted run's"), capsys)
+        "uninterrupted run's"), report_figures)
     assert_resumed_like_uninterrupted(resume)

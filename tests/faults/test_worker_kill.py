@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,9 +29,9 @@ from schemas.rewards import reward_record_key
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
 from streams.worker import EXIT_BATCH_FAILED
-from tests.faults.ledger import FaultRow, check_log, report
-from tests.integration.streams_log import in_thirds, produce, replay_topic, wait_for_records
+from tests.support.fault_ledger import FaultRow, check_log, report
 from tests.support.join_workers import start_worker, stop_workers, wait_for_members
+from tests.support.streams_log import in_thirds, produce, replay_topic, wait_for_records
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -38,7 +39,7 @@ SESSION_TIMEOUT_S = 8
 
 
 def test_workers_killed_and_frozen_during_a_rebalance_change_no_record(
-        cluster: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        cluster: Settings, tmp_path: Path, report_figures: Callable[[str], None]) -> None:
     settings = replace(cluster, topic_prefix=f"{cluster.topic_prefix}six.", topic_partitions=6)
     create_topics(settings)
     log = simulate_log(600, seed=47, config=SimConfig(mean_start_gap_s=20.0))
@@ -89,7 +90,7 @@ def test_workers_killed_and_frozen_during_a_rebalance_change_no_record(
         "while events arrive; a fresh worker joins", "pytest tests/faults/test_worker_kill.py",
         len(log), check, recovery_s,
         f"{len(expected.records)} records by replay; duplicated = identical repeats; recovery: "
-        f"kill to a stable group of two (session timeout {SESSION_TIMEOUT_S} s)"), capsys)
+        f"kill to a stable group of two (session timeout {SESSION_TIMEOUT_S} s)"), report_figures)
     assert {reward_record_key(r.org_id, r.trajectory_id, r.spec_version): r
             for r in expected.records} == records
     assert (check.lost, check.unexpected) == (0, 0)

@@ -19,14 +19,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from infra import broker
 from infra.settings import Settings
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.kafka
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -38,8 +33,8 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def private_env(tmp_path: Path, kafka_settings: Settings) -> Iterator[dict[str, str]]:
     env = {
         **os.environ,
-        "REWARDSTREAM_KAFKA_PORT": str(_free_port()),
-        "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(_free_port()),
+        "REWARDSTREAM_KAFKA_PORT": str(free_port()),
+        "REWARDSTREAM_KAFKA_CONTROLLER_PORT": str(free_port()),
         "REWARDSTREAM_KAFKA_DATA_DIR": str(tmp_path / "kafka"),
         "REWARDSTREAM_KAFKA_HEAP_MB": "384",
     }
@@ -132,7 +127,7 @@ def test_unreachable_jars_are_a_one_line_error(private_env: dict[str, str], tmp_
 
 
 def test_status_of_a_stopped_broker(tmp_path: Path) -> None:
-    settings = Settings(kafka_port=_free_port(), kafka_controller_port=_free_port(),
+    settings = Settings(kafka_port=free_port(), kafka_controller_port=free_port(),
                         kafka_data_dir=tmp_path)
     state = broker.status(settings)
     assert not state.running and state.pid is None

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from monitors_seed import publish_registry, wait_for
 
 from infra.kafka_io import make_producer, send
 from infra.settings import Settings
@@ -24,7 +23,9 @@ from serving.console.app import create_app
 from serving.console.auth import COOKIE, StaffAuth
 from serving.console.state import ConsoleState
 from serving.ingest.keys import ApiKey, KeyFile, KeyScope, hash_key
+from tests.support.monitors_seed import publish_registry
 from tests.support.service_keys import staff_keys
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kafka
 

@@ -22,9 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_support import IngestServer, ingest_config, running_server
-from monitors_seed import metrics_worker, wait_for
-from streams_log import run_in_process
 
 from infra.kafka_io import read_topic
 from infra.settings import Settings
@@ -39,6 +36,10 @@ from streams.monitors.offline import windows_from_rewards
 from streams.replay import replay_rows
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
+from tests.support.ingest_support import IngestServer, ingest_config, running_server
+from tests.support.monitors_seed import metrics_worker
+from tests.support.streams_log import run_in_process
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

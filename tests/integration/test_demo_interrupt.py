@@ -15,17 +15,12 @@ import pytest
 
 from infra import broker
 from infra.settings import Settings
+from tests.support.ports import free_port
 from tests.support.private_kafka import local_broker_env
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-_CHILD = Path(__file__).with_name("demo_child.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_CHILD = Path(__file__).parents[1] / "support" / "demo_child.py"
 
 
 def _bindable(port: int) -> bool:
@@ -42,10 +37,10 @@ def _bindable(port: int) -> bool:
 def test_an_interrupted_demo_stops_its_services_and_the_broker_it_started(
     sig: signal.Signals, tmp_path: Path, kafka_settings: Settings,
 ) -> None:
-    private = Settings(kafka_port=_free_port(), kafka_controller_port=_free_port(),
+    private = Settings(kafka_port=free_port(), kafka_controller_port=free_port(),
                        kafka_data_dir=tmp_path / "kafka", kafka_heap_mb=384)
     env = local_broker_env(private)
-    ports = [_free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(3)]
     child = subprocess.Popen(
         [sys.executable, str(_CHILD), str(tmp_path / "run"), *map(str, ports)], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

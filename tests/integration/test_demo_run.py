@@ -17,16 +17,11 @@ from harness.demo.config import DemoConfig
 from harness.demo.run import run_demo
 from infra import broker
 from infra.settings import Settings
-from tests.integration.demo_child import QUICK_SFT
+from tests.support.demo_child import QUICK_SFT
+from tests.support.ports import free_port
 from trainer.registry_io import KafkaRegistryStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.timeout(300)
@@ -35,8 +30,8 @@ def test_a_two_cycle_demo_gates_a_candidate_runs_its_canary_and_plots(
 ) -> None:
     config = DemoConfig(
         run_dir=tmp_path / "run", cycles=2, trajectories=8, concurrency=2, eval_per_family=1,
-        gate_margin=1.0, gate_broken_call_tolerance=1.0, sft=QUICK_SFT, ingest_port=_free_port(),
-        gateway_port=_free_port(), console_port=_free_port(), rewards_timeout_s=45.0,
+        gate_margin=1.0, gate_broken_call_tolerance=1.0, sft=QUICK_SFT, ingest_port=free_port(),
+        gateway_port=free_port(), console_port=free_port(), rewards_timeout_s=45.0,
     )
     prefix = f"t{uuid.uuid4().hex[:10]}-demo."
     shown = io.StringIO()

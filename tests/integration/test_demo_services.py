@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.demo.services import ServiceError, Services
+from tests.support.waits import wait_for
+
+pytestmark = pytest.mark.slow
 
 _SLEEPER = ("import time", "time.sleep(120)")
 _FAILING = ("raise SystemExit(70)",)
@@ -24,13 +26,6 @@ def _python(tmp_path: Path, restarts: list[tuple[str, int, int]],
                     command=(sys.executable, "-c"))
 
 
-def _until(condition, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_a_killed_service_is_started_again_and_its_log_says_so(tmp_path: Path) -> None:
     restarts: list[tuple[str, int, int]] = []
     services = _python(tmp_path, restarts)
@@ -39,7 +34,7 @@ def test_a_killed_service_is_started_again_and_its_log_says_so(tmp_path: Path) -
         services.start("console", "; ".join(_SLEEPER))
         services.supervise(interval_s=0.1)
         first.process.send_signal(signal.SIGKILL)
-        _until(lambda: restarts)
+        wait_for(lambda: restarts, 30, "a restart")
         services.check_alive()  # the restarted service runs: nothing to raise
         now = {s.name: s.process for s in services.running}
         assert now["worker"].pid != first.process.pid and now["worker"].poll() is None
@@ -59,7 +54,8 @@ def test_a_service_that_keeps_exiting_is_given_up_on_and_fails_the_check(
     try:
         services.start("worker", *_FAILING)
         services.supervise(interval_s=0.1)
-        _until(lambda: len(restarts) == 2 and services.running[0].process.poll() is not None)
+        wait_for(lambda: len(restarts) == 2 and services.running[0].process.poll() is not None,
+                 30, "the second restart, and the service gone")
         with pytest.raises(ServiceError, match="worker exited with 70 after 2 restarts"):
             services.check_alive()
     finally:

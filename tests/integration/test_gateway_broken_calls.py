@@ -9,8 +9,6 @@ from pathlib import Path
 
 import openai
 import pytest
-from streams_log import produce, run_in_process
-from tool_model import TOOLS
 
 from infra.settings import Settings
 from schemas.events import (
@@ -27,6 +25,8 @@ from serving.gateway.sinks import KafkaEventSink
 from serving.local_server import serve_in_thread
 from streams.spec import load_spec
 from tests.support.service_keys import GATEWAY_KEY, gateway_auth, pseudonym
+from tests.support.streams_log import produce, run_in_process
+from tests.support.tool_model import TOOLS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """The official openai client, over HTTP, against a uvicorn-served gateway on the torch engine:
 chat and streamed completions name their checkpoint, and the completion.served events on the
 real broker carry behaviour logprobs equal to a teacher-forced recomputation. With tools, a
-model trained to write calls (tests/integration/tool_model.py) gets them back as tool_calls,
+model trained to write calls (tests/support/tool_model.py) gets them back as tool_calls,
 plain and streamed, and the gateway writes its broken calls to the broker itself."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import httpx
 import openai
 import pytest
 from kafka import KafkaProducer
-from tool_model import TOOLS
 
 from infra.kafka_io import read_topic
 from infra.models import build_random_adapter, load_policy, teacher_forced_logprobs
@@ -30,6 +29,7 @@ from serving.gateway.backend import BackendClient
 from serving.gateway.sinks import KafkaEventSink
 from serving.local_server import serve_in_thread
 from tests.support.service_keys import GATEWAY_KEY, gateway_auth, pseudonym
+from tests.support.tool_model import TOOLS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 TOLERANCE = 1e-4  # float32 on CPU: KV-cached steps vs one full pass agree to ~1e-6

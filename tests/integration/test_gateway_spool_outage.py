@@ -1,21 +1,20 @@
 """`rewardstream serve gateway` through a broker outage: nothing it served is lost.
 
 A private broker (free ports, its own data directory) is SIGKILLed while a client keeps asking
-a real gateway process for completions, and started again. Every completion the gateway answered
-must then be on events.raw as completion.served (counted by completion id); the ones served
-while the broker was down waited in the gateway's spool on disk.
+a real gateway process for completions, and started again once its spool holds enough events
+to say so in its log (``SPOOLED``). Every completion the gateway answered must then be on
+events.raw as completion.served (counted by completion id); the ones served while the broker
+was down waited in the gateway's spool on disk.
 """
 
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ingest_support import free_port, private_broker
 
 from infra import broker
 from infra.settings import Settings
@@ -25,22 +24,19 @@ from tests.support.gateway_process import (
     completions_on_log,
     wait_drained,
 )
+from tests.support.ports import free_port
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-# A single broker takes about 20 s to start after a SIGKILL: the outage lasts that long too.
-BEFORE_S, OUTAGE_S, AFTER_S = 3.0, 2.0, 2.0
+BEFORE_S, AFTER_S = 3.0, 2.0
+SPOOLED = 50  # events in the spool when it first logs that they wait (serving/gateway/spool.py)
 
 
 @pytest.fixture
-def private(tmp_path: Path) -> Iterator[Settings]:
-    with private_broker(tmp_path / "kafka", "spool.") as settings:
-        yield settings
-
-
-@pytest.fixture
-def gateway(private: Settings, tiny_model_dir: Path, tmp_path: Path) -> Iterator[GatewayProcess]:
-    process = GatewayProcess(private, tiny_model_dir, tmp_path / "spool",
+def gateway(outage_broker: Settings, tiny_model_dir: Path,
+            tmp_path: Path) -> Iterator[GatewayProcess]:
+    process = GatewayProcess(outage_broker, tiny_model_dir, tmp_path / "spool",
                              tmp_path / "gateway.log", free_port())
     process.start()
     try:
@@ -50,25 +46,21 @@ def gateway(private: Settings, tiny_model_dir: Path, tmp_path: Path) -> Iterator
 
 
 def test_completions_served_during_a_broker_outage_all_reach_events_raw(
-        private: Settings, gateway: GatewayProcess) -> None:
-    peak_depth = 0.0
+        outage_broker: Settings, gateway: GatewayProcess) -> None:
     with CompletionTraffic(gateway.url) as traffic:
         time.sleep(BEFORE_S)
-        broker.stop(private, sig=signal.SIGKILL)
+        broker.stop(outage_broker, sig=signal.SIGKILL)
         down_at = time.monotonic()
-        restart = threading.Timer(OUTAGE_S, lambda: broker.start(private))
-        restart.start()  # a start takes seconds: the outage lasts until it returns
-        while restart.is_alive() or not restart.finished.is_set():
-            peak_depth = max(peak_depth, gateway.metric("rewardstream_gateway_spool_events"))
-            time.sleep(0.25)
-        restart.join()
+        spooled = wait_for(lambda: _at_least(gateway.metric("rewardstream_gateway_spool_events")),
+                           240, f"{SPOOLED} events in the spool while the broker is down", 0.25)
+        broker.start(outage_broker)  # seconds: the outage lasts until it returns
         up_at = time.monotonic()
-        assert broker.status(private).running
+        assert broker.status(outage_broker).running
         time.sleep(AFTER_S)
     drained_s = wait_drained(gateway) + time.monotonic() - up_at
 
     during = [cid for at, cid in traffic.served if down_at <= at < up_at]
-    logged = completions_on_log(private)
+    logged = completions_on_log(outage_broker)
     assert traffic.failed == 0 and len(during) > 10
     assert set(logged) == set(traffic.ids)  # every completion served is on the log, no other
     repeated = sum(n - 1 for n in logged.values())
@@ -80,6 +72,11 @@ def test_completions_served_during_a_broker_outage_all_reach_events_raw(
     assert gateway.metric("rewardstream_gateway_events_delivered_total") == \
         len(traffic.ids) + repeated
     print(f"\nserved {len(traffic.ids)} completions, {len(during)} during the "
-          f"{up_at - down_at:.1f} s outage; spool depth peaked at {peak_depth:g}; {retried:g} "
+          f"{up_at - down_at:.1f} s outage; {spooled:g} events spooled at the restart; {retried:g} "
           f"sends retried; all {len(traffic.ids)} on events.raw ({repeated} repeated) "
           f"{drained_s:.1f} s after the broker was started again; 0 lost")
+
+
+def _at_least(spooled: float) -> float:
+    """``spooled`` once it reaches SPOOLED, else 0 (wait on)."""
+    return spooled if spooled >= SPOOLED else 0.0

@@ -19,6 +19,8 @@ from harness.tools.calls import BrokenCall, parse_action
 from harness.users import SimulatedUser
 from schemas.events import EventAdapter
 
+pytestmark = pytest.mark.slow
+
 SUITE = HarnessEvalSuite(per_family=4, max_turns=4)
 
 
@@ -55,7 +57,6 @@ def test_the_hack_mixes_defer_clear_requests_and_break_calls_on_hard_tasks() -> 
     assert first_is_question("expert") == broken_plans("expert") == 0
 
 
-@pytest.mark.slow
 def test_a_built_policy_runs_an_instrumented_episode(tmp_path: Path) -> None:
     config = SftConfig(steps=3, batch_size=4, tasks_per_family=4,
                        vocab_size=400)

@@ -11,8 +11,10 @@ import pytest
 from harness.errors import SandboxViolation
 from harness.tools.calls import parse_action
 from harness.tools.executor import ToolBox
-from harness.tools.sandbox import SandboxLimits, isolation_problem, run_sandboxed
+from harness.tools.sandbox import SandboxLimits, run_sandboxed
 from harness.tools.workspace import Workspace
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -58,8 +60,7 @@ def test_runs_happen_in_a_copy(workspace: Workspace) -> None:
     assert "return a - b" in (workspace.root / "calc.py").read_text()
 
 
-@pytest.mark.skipif(isolation_problem() is not None,
-                    reason="this kernel refuses network namespaces; see harness/tools/sandbox.py")
+@pytest.mark.usefixtures("isolating_kernel")
 def test_network_access_is_contained(workspace: Workspace) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]

@@ -18,21 +18,21 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_child import TOKEN_ENV, sleepers
 
 from harness.tools.sandbox import (
     ALLOW_UNISOLATED_ENV,
     SandboxLimits,
-    isolation_problem,
     run_sandboxed,
 )
 from harness.tools.workspace import Workspace
 from infra.settings import cache_dir
+from tests.support.sandbox_child import TOKEN_ENV, sleepers
 
-_CHILD = str(Path(__file__).with_name("sandbox_child.py"))
-needs_isolation = pytest.mark.skipif(isolation_problem() is not None,
-                                     reason=f"no namespaces here: {isolation_problem()}")
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a refusing kernel needs root")
+pytestmark = pytest.mark.slow
+
+_CHILD = str(Path(__file__).parents[1] / "support" / "sandbox_child.py")
+needs_isolation = pytest.mark.usefixtures("isolating_kernel")
+needs_root = pytest.mark.usefixtures("root")
 
 
 @pytest.fixture

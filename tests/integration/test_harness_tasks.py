@@ -24,6 +24,8 @@ from harness.tools.edits import apply_search_replace
 from harness.users import SimulatedUser, UserConfig
 from schemas.events import EventAdapter
 
+pytestmark = pytest.mark.slow
+
 
 def _passes(task: Task, edits: tuple[Edit, ...], root: Path) -> bool:
     workspace = materialise(task, root)
@@ -148,7 +150,6 @@ def test_the_turn_budget_ends_a_trajectory_as_aborted() -> None:
     assert events[-1].type == "trajectory.ended" and events[-1].payload.outcome == "aborted"
 
 
-@pytest.mark.slow
 def test_no_task_passes_its_hidden_tests_as_shipped(tmp_path: Path) -> None:
     passing = [t.task_id for i, t in enumerate(all_tasks()) if _passes(t, (), tmp_path / str(i))]
     assert passing == []

@@ -9,12 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from ingest_support import EDIT_ONLY_KEY, ingest_config, read_topic, running_server
 
 from harness.samples import sample_trajectory
 from infra.settings import Settings
 from schemas.events import EventAdapter
 from serving.ingest.limits import Caps
+from tests.support.ingest_support import EDIT_ONLY_KEY, ingest_config, read_topic, running_server
 
 pytestmark = pytest.mark.kafka
 

@@ -11,11 +11,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from ingest_support import read_topic, running_server
 
 from harness.samples import sample_trajectory
 from infra.settings import Settings
 from schemas.events import EventAdapter
+from tests.support.ingest_support import read_topic, running_server
 
 pytestmark = pytest.mark.kafka
 

@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.errors import OutOfOrderSequenceNumber
-from ingest_support import read_topic
 
 from harness.samples import sample_trajectory
 from infra.kafka_auth import python_client_options
@@ -21,6 +20,7 @@ from schemas.events import EventAdapter
 from schemas.topics import ORG_HEADER, topic_name
 from serving.ingest.kafka_io import EventLog
 from serving.ingest.verdicts import Accepted
+from tests.support.ingest_support import read_topic
 
 pytestmark = pytest.mark.kafka
 

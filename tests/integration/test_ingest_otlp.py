@@ -7,26 +7,15 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
-from ingest_support import (
-    EDIT_ONLY_KEY,
-    TEST_KEY,
-    ingest_config,
-    metric,
-    private_broker,
-    read_topic,
-    running_server,
-)
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -41,7 +30,16 @@ from opentelemetry.trace import Status, StatusCode
 
 from infra import broker
 from infra.settings import Settings
+from tests.support.ingest_support import (
+    EDIT_ONLY_KEY,
+    TEST_KEY,
+    ingest_config,
+    read_topic,
+    running_server,
+)
+from tests.support.metrics import metric
 from tests.support.otlp_spans import RESOURCE, export, span, tool_span
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kafka
 
@@ -92,7 +90,7 @@ def _raw(settings: Settings) -> list[dict[str, Any]]:
 
 
 def test_spans_from_the_official_exporter_become_events_once(
-        kafka: Settings, capsys: pytest.CaptureFixture[str]) -> None:
+        kafka: Settings, report_figures: Callable[[str], None]) -> None:
     runs = 30
     with running_server(kafka) as server:
         with _tracing(_exporter(server.url)) as (tracer, memory):
@@ -101,9 +99,8 @@ def test_spans_from_the_official_exporter_become_events_once(
         events = _raw(kafka)
         again = _exporter(server.url).export(spans)  # a retried export: every span again
         duplicates = metric(server.url, "rewardstream_ingest_events_duplicate_total")
-        requests = metric(server.url, 'rewardstream_ingest_otlp_requests_total{status="200"}')
-    with capsys.disabled():
-        print(f"\nOTLP: {len(spans)} spans sent in {requests - 1:.0f} exports → {len(events)} "
+        requests = metric(server.url, "rewardstream_ingest_otlp_requests_total", status="200")
+    report_figures(f"OTLP: {len(spans)} spans sent in {requests - 1:.0f} exports → {len(events)} "
               f"events on events.raw ({dict(Counter(e['type'] for e in events))}); the same "
               f"spans again → {duplicates:.0f} duplicates, {len(_raw(kafka)) - len(events)} new")
     assert len(spans) == runs * (1 + 2 * TOOLS_PER_RUN)
@@ -172,27 +169,24 @@ def test_otlp_json_gets_partial_success_and_dead_letters_name_the_attribute(
 
 
 @pytest.mark.slow
-def test_the_exporter_rides_out_a_broker_outage_on_503_and_retry_after(tmp_path: Path) -> None:
-    with private_broker(tmp_path / "kafka", "otlp-outage.") as private:
-        config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=4)
-        with running_server(private, config) as server:
-            with _tracing(None) as (tracer, memory):
-                _agent_runs(tracer, 6)
-            spans = memory.get_finished_spans()
-            exporter = _exporter(server.url, timeout_s=120)
-            assert exporter.export(spans[:15]) == SpanExportResult.SUCCESS
-            broker.stop(private)
-            result: list[SpanExportResult] = []
-            sender = threading.Thread(target=lambda: result.append(exporter.export(spans[15:])))
-            sender.start()
-            deadline = time.monotonic() + 60
-            unavailable = 'rewardstream_ingest_otlp_requests_total{status="503"}'
-            while metric(server.url, unavailable) == 0 and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert metric(server.url, unavailable) > 0
-            broker.start(private)
-            sender.join(timeout=120)
-        assert result == [SpanExportResult.SUCCESS]
-        events = _raw(private)
-        assert Counter(e["type"] for e in events) == {"tool.called": 12, "trajectory.ended": 6}
-        assert len({e["event_id"] for e in events}) == len(events)  # each exactly once
+def test_the_exporter_rides_out_a_broker_outage_on_503_and_retry_after(
+        outage_broker: Settings) -> None:
+    config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=4)
+    with running_server(outage_broker, config) as server:
+        with _tracing(None) as (tracer, memory):
+            _agent_runs(tracer, 6)
+        spans = memory.get_finished_spans()
+        exporter = _exporter(server.url, timeout_s=120)
+        assert exporter.export(spans[:15]) == SpanExportResult.SUCCESS
+        broker.stop(outage_broker)
+        result: list[SpanExportResult] = []
+        sender = threading.Thread(target=lambda: result.append(exporter.export(spans[15:])))
+        sender.start()
+        wait_for(lambda: metric(server.url, "rewardstream_ingest_otlp_requests_total",
+                                status="503"), 60, "a 503 while the broker is down", 0.5)
+        broker.start(outage_broker)
+        sender.join(timeout=120)
+    assert result == [SpanExportResult.SUCCESS]
+    events = _raw(outage_broker)
+    assert Counter(e["type"] for e in events) == {"tool.called": 12, "trajectory.ended": 6}
+    assert len({e["event_id"] for e in events}) == len(events)  # each exactly once

@@ -20,9 +20,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
-from ingest_support import running_server
 from kafka.errors import TopicAuthorizationFailedError
-from monitors_seed import metrics_worker, wait_for
 
 from harness.samples import sample_trajectory
 from infra import broker
@@ -39,8 +37,11 @@ from schemas.events import EventAdapter
 from schemas.metrics import MetricWindow
 from streams.monitors.simulate import PROFILES, Segment, simulate
 from streams.spec import DEFAULT_SPEC_PATH
+from tests.support.ingest_support import running_server
 from tests.support.join_workers import start_worker, stop_workers
+from tests.support.monitors_seed import metrics_worker
 from tests.support.private_kafka import private_broker_settings
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -1,8 +1,9 @@
-"""`rewardstream kafka start --brokers 3`: a private three-node cluster that loses a node.
+"""`rewardstream kafka stop|start|status --brokers 3`: the private three-node cluster (the one
+the fault suite uses: free ports, a temporary data directory) stopped and started by the
+command line, then losing a node.
 
-The cluster runs on free ports with a temporary data directory. One node is SIGKILLed while a
-producer writes with acks=all: with two of three replicas in sync nothing fails, and once the
-node is back every record is on the topic exactly once.
+One node is SIGKILLed while a producer writes with acks=all: with two of three replicas in sync
+nothing fails, and once the node is back every record is on the topic exactly once.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from kafka.admin import KafkaAdminClient
@@ -26,10 +25,9 @@ from infra.replication import Replication
 from infra.settings import Settings
 from infra.topics import cluster_replication, create_topics, describe_topics
 from schemas.topics import topic_name
+from tests.support.ports import ports_free
 from tests.support.private_kafka import (
     leader_and_isr,
-    ports_free,
-    private_broker_settings,
     replication_report,
     wait_in_sync,
     wait_led_without,
@@ -49,15 +47,6 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Settings]:
-    settings = private_broker_settings(tmp_path / "kafka", 3, topic_prefix="cluster.")
-    try:
-        yield settings
-    finally:
-        broker.stop(settings)
-
-
 def _produce(producer: object, topic: str, values: range) -> float:
     """Send each value (acks=all) and wait for all; the slowest acknowledgement in seconds."""
     slowest = 0.0
@@ -72,6 +61,13 @@ def _produce(producer: object, topic: str, values: range) -> float:
 @pytest.mark.slow
 def test_three_nodes_lose_one_under_acks_all_and_lose_nothing(cluster: Settings) -> None:
     began = time.monotonic()
+    stopped = _cli(cluster, "kafka", "stop", "--brokers", "3")
+    stop_s = time.monotonic() - began
+    assert stopped.returncode == 0 and "ports are free" in stopped.stdout, stopped.stderr
+    assert ports_free([cluster.kafka_port + k for k in range(6)])
+    assert _cli(cluster, "kafka", "status", "--brokers", "3").returncode == 3
+
+    began = time.monotonic()
     started = _cli(cluster, "kafka", "start", "--brokers", "3")
     start_s = time.monotonic() - began
     assert started.returncode == 0, started.stderr
@@ -81,8 +77,9 @@ def test_three_nodes_lose_one_under_acks_all_and_lose_nothing(cluster: Settings)
     assert [f"node {k} running" in listed.stdout for k in (1, 2, 3)] == [True] * 3
     assert cluster.bootstrap_servers.count(",") == 2
 
-    create_topics(cluster)
-    raw = next(t for t in describe_topics(cluster) if t.name == "cluster.events.raw")
+    create_topics(cluster)  # the topics made before the stop are there: nothing to do
+    raw = next(t for t in describe_topics(cluster)
+               if t.name == topic_name(cluster.topic_prefix, "events.raw"))
     assert (raw.replicas, raw.min_insync) == (3, "2")
 
     topic = topic_name(cluster.topic_prefix, "events.raw")
@@ -107,16 +104,8 @@ def test_three_nodes_lose_one_under_acks_all_and_lose_nothing(cluster: Settings)
 
     values = sorted(int(r.value) for r in read_topic(cluster, "events.raw"))
     assert values == list(range(300))  # everything, each once
-
-    began = time.monotonic()
-    stopped = _cli(cluster, "kafka", "stop", "--brokers", "3")
-    stop_s = time.monotonic() - began
-    assert stopped.returncode == 0 and "ports are free" in stopped.stdout
-    ports = [cluster.kafka_port + k for k in range(6)]
-    assert ports_free(ports)
-    print(f"\ncluster start {start_s:.1f} s (CLI, first format), node {victim} SIGKILLed: "
-          f"slowest acks=all send {failover_s:.1f} s, node restart {restart_s:.1f} s, "
-          f"stop {stop_s:.1f} s (CLI)")
+    print(f"\ncluster stop {stop_s:.1f} s, start {start_s:.1f} s (CLI), node {victim} "
+          f"SIGKILLed: slowest acks=all send {failover_s:.1f} s, node restart {restart_s:.1f} s")
 
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from monitors_seed import metrics_worker, wait_for
 
 from infra.kafka_io import make_producer, read_topic, send
 from infra.settings import Settings
@@ -17,6 +16,8 @@ from schemas.topics import topic_name
 from streams.monitors.config import MonitorConfig
 from streams.monitors.offline import windows_from_rewards
 from streams.monitors.simulate import PROFILES, Segment, simulate
+from tests.support.monitors_seed import metrics_worker
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from monitors_seed import publish_registry, publish_windows, run_detectors, wait_for
 from typer.testing import CliRunner
 
 from infra.kafka_io import make_producer, read_topic, send
@@ -22,7 +21,9 @@ from serving.console.auth import StaffAuth
 from serving.console.grants import FLEET
 from serving.console.state import ConsoleState
 from streams.monitors.config import MonitorConfig
+from tests.support.monitors_seed import publish_registry, publish_windows, run_detectors
 from tests.support.service_keys import staff_keys
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kafka
 KEY = {"X-Staff-Key": "ana-secret-key"}

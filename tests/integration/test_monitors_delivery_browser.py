@@ -6,7 +6,6 @@ Needs Debian's ``prometheus-alertmanager`` and ``chromium``; under CI=true their
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,8 +16,6 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from cdp import Browser, chromium_binary, require_binary
-from monitors_seed import publish_registry, publish_windows, run_detectors, wait_for
 
 from infra.settings import Settings
 from serving.console.app import create_app
@@ -26,7 +23,11 @@ from serving.console.auth import StaffAuth
 from serving.console.state import ConsoleState
 from streams.monitors.config import MonitorConfig
 from streams.monitors.delivery import Deliverer, DeliveryTargets
+from tests.support.cdp import Browser, chromium_binary, require_binary
+from tests.support.monitors_seed import publish_registry, publish_windows, run_detectors
+from tests.support.ports import free_port
 from tests.support.service_keys import staff_keys
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -36,16 +37,10 @@ receivers: [{name: 'null'}]
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def alertmanager(tmp_path: Path) -> Iterator[str]:
     binary = require_binary("prometheus-alertmanager", "alertmanager")
-    port = _free_port()
+    port = free_port()
     (tmp_path / "am.yml").write_text(_AM_CONFIG)
     process = subprocess.Popen(
         [binary, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am'}",
@@ -115,7 +110,7 @@ def test_alerts_delivered_and_handled_in_the_browser(
     deliverer = threading.Thread(target=Deliverer(kafka, targets).run, args=(stop,), daemon=True)
     deliverer.start()
     keys = StaffAuth(staff_keys())
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(ConsoleState(kafka), keys),
                                            host="127.0.0.1", port=port, log_level="warning"))
     console = threading.Thread(target=server.run, daemon=True)

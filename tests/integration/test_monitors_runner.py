@@ -7,7 +7,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from monitors_seed import publish_registry, publish_windows, run_detectors, wait_for
 
 from infra.kafka_io import make_producer, read_topic, send
 from infra.settings import Settings
@@ -16,6 +15,8 @@ from schemas.checkpoints import CheckpointEvent
 from schemas.metrics import MetricStat, MetricWindow, metric_key
 from streams.monitors.config import MonitorConfig
 from streams.monitors.runner import DetectorRunner
+from tests.support.monitors_seed import publish_registry, publish_windows, run_detectors
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kafka
 

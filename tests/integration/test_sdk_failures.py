@@ -16,9 +16,12 @@ import pytest
 
 from rewardstream_telemetry import Request, Response, Telemetry, TelemetryError, Trajectory
 from rewardstream_telemetry.disk_queue import DiskQueue
+from tests.support.required import unavailable
+
+pytestmark = pytest.mark.slow
 
 TRAJ = Trajectory("traj-f", "session-f", "user-1", "ckpt-0")
-_CHILD = str(Path(__file__).with_name("sdk_disk_child.py"))
+_CHILD = str(Path(__file__).parents[1] / "support" / "sdk_disk_child.py")
 _OK = {"accepted": ["x"], "duplicates": [], "rejected": []}
 
 
@@ -57,7 +60,7 @@ def test_a_full_disk_drops_and_counts_then_recovers_when_space_is_back(mode: str
                          text=True, timeout=180)
     if mode == "tmpfs" and run.returncode != 0 and ("unshare" in run.stderr
                                                      or "mount" in run.stderr):
-        pytest.skip(f"cannot mount a small tmpfs here: {run.stderr.splitlines()[-1]}")
+        unavailable(f"cannot mount a small tmpfs here: {run.stderr.splitlines()[-1]}")
     assert run.returncode == 0, run.stderr[-2000:]
     seen = json.loads(run.stdout)
     assert seen["raised"] == 0 and seen["accepted"] > 20
@@ -204,10 +207,12 @@ def test_retries_back_off_with_jitter_within_the_budget(tmp_path: Path) -> None:
     tel.followup_sent(TRAJ, sentiment="neutral")
     assert not tel.close(timeout_s=20) and tel.stats().queued == 0
     gaps = [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
-    # equal jitter: each wait is between half and all of min(cap, base * 2^n)
+    # Equal jitter: each wait is between half and all of min(cap, base * 2^n) (the schedule is
+    # checked exactly in test_sdk_retry). Real waits are never shorter than its floor, and come
+    # within a generous 2 s of its ceiling however busy the machine.
     for n, gap in enumerate(gaps):
         ceiling = min(0.8, 0.2 * 2 ** n)
-        assert ceiling / 2 - 0.01 <= gap <= ceiling + 0.25
+        assert ceiling / 2 - 0.01 <= gap <= ceiling + 2.0
     assert len(gaps) == 4
 
 

@@ -8,29 +8,23 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from ingest_support import (
-    TEST_KEY,
-    free_port,
-    ingest_config,
-    metric,
-    private_broker,
-    read_topic,
-    running_server,
-)
 
 from infra import broker
 from infra.settings import Settings
 from rewardstream_telemetry import Telemetry, Trajectory
 from schemas.events import EVENT_TYPES
+from tests.support.ingest_support import TEST_KEY, ingest_config, read_topic, running_server
+from tests.support.metrics import metric
+from tests.support.ports import free_port
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kafka
 
 TRAJ = Trajectory("traj-sdk", "session-sdk", "user-7", "ckpt-3", arm="treatment")
-_CHILD = str(Path(__file__).with_name("sdk_child.py"))
+_CHILD = str(Path(__file__).parents[1] / "support" / "sdk_child.py")
 
 
 def _emit_one_of_each(tel: Telemetry) -> list[str]:
@@ -83,27 +77,21 @@ def test_events_of_a_killed_process_are_sent_by_the_next(kafka: Settings, tmp_pa
     assert sorted(_raw_ids(kafka)) == sorted(queued)
 
 
-def _count_503(url: str) -> float:
-    return metric(url, 'rewardstream_ingest_requests_total{status="503"}')
-
-
 @pytest.mark.slow
-def test_broker_outage_gives_503s_and_every_event_lands_once(tmp_path: Path) -> None:
-    with private_broker(tmp_path / "kafka", "outage.") as private:
-        config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=1)
-        with running_server(private, config) as server:
-            tel = Telemetry(server.url, TEST_KEY, queue_dir=tmp_path / "queue", linger_s=0.05,
-                            batch_size=20, backoff_base_s=0.1, backoff_cap_s=2.0)
-            ids = [_emit_one_of_each(tel) for _ in range(5)]
-            assert tel.flush(timeout_s=30)
-            broker.stop(private)
-            ids += [_emit_one_of_each(tel) for _ in range(10)]
-            deadline = time.monotonic() + 60
-            while _count_503(server.url) == 0 and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert _count_503(server.url) > 0
-            broker.start(private)
-            assert tel.close(timeout_s=120)
-            assert tel.stats().retries > 0
-        sent = sorted(i for group in ids for i in group)
-        assert sorted(_raw_ids(private)) == sent  # each exactly once
+def test_broker_outage_gives_503s_and_every_event_lands_once(
+        outage_broker: Settings, tmp_path: Path) -> None:
+    config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=1)
+    with running_server(outage_broker, config) as server:
+        tel = Telemetry(server.url, TEST_KEY, queue_dir=tmp_path / "queue", linger_s=0.05,
+                        batch_size=20, backoff_base_s=0.1, backoff_cap_s=2.0)
+        ids = [_emit_one_of_each(tel) for _ in range(5)]
+        assert tel.flush(timeout_s=30)
+        broker.stop(outage_broker)
+        ids += [_emit_one_of_each(tel) for _ in range(10)]
+        wait_for(lambda: metric(server.url, "rewardstream_ingest_requests_total", status="503"),
+                 60, "a 503 while the broker is down", interval_s=0.5)
+        broker.start(outage_broker)
+        assert tel.close(timeout_s=120)
+        assert tel.stats().retries > 0
+    sent = sorted(i for group in ids for i in group)
+    assert sorted(_raw_ids(outage_broker)) == sent  # each exactly once

@@ -20,6 +20,8 @@ from rewardstream_telemetry import (
 )
 from rewardstream_telemetry.disk_queue import DiskQueue
 
+pytestmark = pytest.mark.slow
+
 TRAJ = Trajectory("traj-1", "session-1", "user-1", "ckpt-0")
 
 

@@ -7,21 +7,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ingest_support import (
-    TEST_KEY,
-    ingest_config,
-    metric,
-    private_broker,
-    read_topic,
-    running_server,
-)
-from sdk_ts_support import (
+
+from infra import broker
+from infra.settings import Settings
+from rewardstream_telemetry import Telemetry, Trajectory
+from schemas.events import SamplingParams
+from tests.support.ingest_support import TEST_KEY, ingest_config, read_topic, running_server
+from tests.support.metrics import metric
+from tests.support.sdk_ts_support import (
     SDK_TS,
     build_sdk_ts,
     node_test_command,
@@ -29,10 +27,9 @@ from sdk_ts_support import (
     run_node,
     run_node_tests,
 )
+from tests.support.waits import wait_for
 
-from infra import broker
-from infra.settings import Settings
-from rewardstream_telemetry import Telemetry, Trajectory
+pytestmark = pytest.mark.slow
 
 _INGEST_TESTS = ["test/integration/ingest.test.js", "test/integration/crash.test.js"]
 _OUTAGE_TEST = "test/integration/outage.test.js"
@@ -80,52 +77,43 @@ def test_typescript_sdk_delivers_each_event_once_through_real_ingest(
           f"killed process and sent by the next; {len(on_log)} on events.raw, each once")
 
 
-def _count_503(url: str) -> float:
-    return metric(url, 'rewardstream_ingest_requests_total{status="503"}')
-
-
-def _wait_for(path: Path, tests: subprocess.Popen[str], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert tests.poll() is None, f"the node test ended early:\n{tests.communicate()[0]}"
-        assert time.monotonic() < deadline, f"no {path.name} within {timeout_s} s"
-        time.sleep(0.1)
+def _until_written(path: Path, tests: subprocess.Popen[str], timeout_s: float) -> None:
+    wait_for(path.exists, timeout_s, f"the node test to write {path.name}",
+             alive=lambda: tests.poll() is None)
 
 
 @pytest.mark.kafka
-@pytest.mark.slow
 def test_typescript_sdk_delivers_every_event_after_a_broker_outage(
-    node: str, tmp_path: Path,
+    node: str, outage_broker: Settings, tmp_path: Path,
 ) -> None:
     control, results = tmp_path / "control", tmp_path / "results"
     control.mkdir()
-    with private_broker(tmp_path / "kafka", "outage-ts.") as private:
-        config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=1)
-        with running_server(private, config) as server:
-            env = {**os.environ, **_node_env(server.url, results),
-                   "RS_OUTAGE_CONTROL_DIR": str(control)}
-            tests = subprocess.Popen(
-                node_test_command(node, [_OUTAGE_TEST], test_timeout_s=300), cwd=SDK_TS,
-                env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            try:
-                _wait_for(control / "phase1-sent", tests, 60)
-                broker.stop(private)
-                (control / "broker-stopped").touch()
-                _wait_for(control / "retrying", tests, 90)
-                assert _count_503(server.url) > 0
-                broker.start(private)
-                output, _ = tests.communicate(timeout=180)
-            finally:
-                if tests.poll() is None:
-                    tests.kill()
-        assert tests.returncode == 0, output
-        run = read_node_run(output, results)
-        assert run.counts["pass"] == 1, output
-        outage = run.results["broker-outage"]
-        _each_once_on_the_log(private, outage["ids"])
-        assert outage["stats"]["retries"] > 0
-        print(f"typescript sdk, broker outage: {len(outage['ids'])} sent, "
-              f"{outage['stats']['retries']} retries, each once on events.raw")
+    config = ingest_config(ack_timeout_s=1.5, unavailable_retry_after_s=1)
+    with running_server(outage_broker, config) as server:
+        env = {**os.environ, **_node_env(server.url, results),
+               "RS_OUTAGE_CONTROL_DIR": str(control)}
+        tests = subprocess.Popen(
+            node_test_command(node, [_OUTAGE_TEST], test_timeout_s=300), cwd=SDK_TS,
+            env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            _until_written(control / "phase1-sent", tests, 60)
+            broker.stop(outage_broker)
+            (control / "broker-stopped").touch()
+            _until_written(control / "retrying", tests, 90)
+            assert metric(server.url, "rewardstream_ingest_requests_total", status="503") > 0
+            broker.start(outage_broker)
+            output, _ = tests.communicate(timeout=180)
+        finally:
+            if tests.poll() is None:
+                tests.kill()
+    assert tests.returncode == 0, output
+    run = read_node_run(output, results)
+    assert run.counts["pass"] == 1, output
+    outage = run.results["broker-outage"]
+    _each_once_on_the_log(outage_broker, outage["ids"])
+    assert outage["stats"]["retries"] > 0
+    print(f"typescript sdk, broker outage: {len(outage['ids'])} sent, "
+          f"{outage['stats']['retries']} retries, each once on events.raw")
 
 
 # One trajectory both producers send: every type, explicit values and defaults left out.

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from streams_log import produce, replay_topic
 
 from infra.kafka_io import read_topic
 from infra.settings import Settings
@@ -17,6 +16,7 @@ from streams.replay import replay_rows
 from streams.simlog import SimConfig, poison_log, simulate_log
 from streams.sources import archive_rows, read_quarantine
 from streams.spec import load_spec
+from tests.support.streams_log import produce, replay_topic
 
 pytestmark = pytest.mark.kafka
 

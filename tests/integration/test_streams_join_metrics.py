@@ -11,13 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from streams_log import produce, replay_topic, wait_for_records
 
 from infra.settings import Settings
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
-from tests.integration.ingest_support import free_port
 from tests.support.join_workers import start_worker, stop_workers
+from tests.support.ports import free_port
+from tests.support.streams_log import produce, replay_topic, wait_for_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from streams_log import produce
 
 from infra.settings import Settings
 from streams.simlog import SimConfig, poison_log, simulate_log
+from tests.support.streams_log import produce
 
 pytestmark = pytest.mark.kafka
 

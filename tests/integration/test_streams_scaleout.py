@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from streams_log import in_thirds, produce, replay_topic, wait_for_records
 
 from infra.settings import Settings
 from infra.topics import create_topics
@@ -16,6 +15,7 @@ from schemas.rewards import reward_record_key
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
 from tests.support.join_workers import start_worker, stop_workers, wait_for_members
+from tests.support.streams_log import in_thirds, produce, replay_topic, wait_for_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

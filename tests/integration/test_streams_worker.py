@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType
-from streams_log import late_event_ids, produce, replay_topic, run_in_process, wait_for_records
 
 from infra.settings import Settings
 from infra.topics import admin_client
@@ -23,6 +22,13 @@ from streams.simlog import SimConfig, poison_log, simulate_log
 from streams.sources import read_quarantine
 from streams.spec import load_spec
 from streams.worker import CONSUMER_NAME, EXIT_BATCH_FAILED
+from tests.support.streams_log import (
+    late_event_ids,
+    produce,
+    replay_topic,
+    run_in_process,
+    wait_for_records,
+)
 
 pytestmark = pytest.mark.kafka
 

@@ -21,11 +21,13 @@ import httpx
 from infra.kafka_io import read_topic
 from infra.settings import Settings
 from schemas.events import CompletionServed, CompletionServedPayload, parse_event
+from tests.support.metrics import metric
 from tests.support.private_kafka import local_broker_env
 from tests.support.service_keys import GATEWAY_HEADERS, GATEWAY_KEY, PSEUDONYM_SECRET, gateway_key
+from tests.support.waits import wait_for
 
-__all__ = ["CompletionTraffic", "GatewayProcess", "completions_on_log", "gateway_metric",
-           "served_on_log", "wait_drained"]
+__all__ = ["CompletionTraffic", "GatewayProcess", "completions_on_log", "served_on_log",
+           "wait_drained"]
 
 
 class GatewayProcess:
@@ -36,7 +38,7 @@ class GatewayProcess:
         self.url = f"http://127.0.0.1:{port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout_s: float = 120.0) -> None:
+    def start(self, timeout_s: float = 300.0) -> None:
         """Start it, accepting GATEWAY_KEY, and wait until it answers /readyz."""
         env = {**local_broker_env(self.settings),
                "REWARDSTREAM_GATEWAY_KEYS": json.dumps([gateway_key(GATEWAY_KEY).to_entry()]),
@@ -47,40 +49,33 @@ class GatewayProcess:
                  str(self.model_dir), "--no-follow", "--port", str(self.port),
                  "--spool-dir", str(self.spool_dir)],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log_file.read_text()[-2000:]
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.3)
-        raise AssertionError(f"the gateway did not answer within {timeout_s:g} s")
+        proc = self.proc
+        try:
+            wait_for(self._ready, timeout_s, "the gateway to answer", interval_s=0.3,
+                     alive=lambda: proc.poll() is None)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.log_file.read_text()[-2000:]}") from None
+
+    def _ready(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
             self.proc.wait(timeout=60)
 
-    def metric(self, name: str) -> float:
-        return gateway_metric(self.url, name)
-
-
-def gateway_metric(url: str, name: str) -> float:
-    """The sum of a metric's samples on the gateway's /metrics."""
-    total = 0.0
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
-        if line.startswith(name) and not line.startswith("#"):
-            total += float(line.split()[-1])
-    return total
+    def metric(self, name: str, **labels: str) -> float:
+        return metric(self.url, name, **labels)
 
 
 def wait_drained(gateway: GatewayProcess, timeout_s: float = 90.0) -> float:
     """Wait until the gateway's spool is empty; the seconds it took."""
     began = time.monotonic()
-    while gateway.metric("rewardstream_gateway_spool_events"):
-        assert time.monotonic() - began < timeout_s, "the gateway's spool did not drain"
-        time.sleep(0.2)
+    wait_for(lambda: gateway.metric("rewardstream_gateway_spool_events") == 0, timeout_s,
+             "the gateway's spool to drain", interval_s=0.2)
     return time.monotonic() - began
 
 

@@ -17,6 +17,7 @@ from infra.settings import Settings
 from infra.topics import admin_client
 from streams.spec import load_spec
 from streams.worker import default_app_id
+from tests.support.waits import wait_for
 
 __all__ = ["group_members", "start_worker", "stop_workers", "wait_for_members"]
 
@@ -52,11 +53,9 @@ def group_members(settings: Settings) -> tuple[str, int]:
 def wait_for_members(settings: Settings, count: int, timeout_s: float = 90) -> float:
     """Until the join's consumer group is stable with ``count`` members; the seconds it took."""
     began = time.monotonic()
-    while time.monotonic() - began < timeout_s:
-        if group_members(settings) == ("Stable", count):
-            return time.monotonic() - began
-        time.sleep(0.5)
-    raise AssertionError(f"the group never had {count} stable members")
+    wait_for(lambda: group_members(settings) == ("Stable", count), timeout_s,
+             f"the group to have {count} stable members", interval_s=0.5)
+    return time.monotonic() - began
 
 
 def stop_workers(workers: Iterable[subprocess.Popen[bytes]], timeout_s: float = 30) -> None:

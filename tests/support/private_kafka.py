@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import socket
 import time
 from pathlib import Path
 
@@ -18,22 +17,10 @@ from kafka.errors import KafkaConnectionError
 from infra import broker
 from infra.settings import Settings
 from schemas.topics import topic_name
+from tests.support.ports import free_ports
 
-__all__ = ["leader_and_isr", "local_broker_env", "ports_free", "private_broker_settings",
-           "replication_report", "wait_in_sync", "wait_led_without"]
-
-
-def ports_free(ports: list[int]) -> bool:
-    """Nothing listens on these ports and a server could bind each now (as the broker does,
-    with SO_REUSEADDR: connections that just closed may linger in TIME_WAIT)."""
-    for port in ports:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
+__all__ = ["leader_and_isr", "local_broker_env", "private_broker_settings", "replication_report",
+           "wait_in_sync", "wait_led_without"]
 
 
 def local_broker_env(settings: Settings) -> dict[str, str]:
@@ -53,14 +40,10 @@ def local_broker_env(settings: Settings) -> dict[str, str]:
 def private_broker_settings(data_dir: Path, brokers: int, **overrides: object) -> Settings:
     """Settings of a private local broker of ``brokers`` nodes: ``2 * brokers`` consecutive
     free ports (node k on base + 2(k-1), its controller one above), data in ``data_dir``."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 32000, 2)
-        if ports_free(list(range(base, base + 2 * brokers))):
-            return Settings(kafka_port=base, kafka_controller_port=base + 1,
-                            kafka_data_dir=data_dir, kafka_heap_mb=384, kafka_brokers=brokers,
-                            **overrides)  # type: ignore[arg-type]
-    raise RuntimeError(f"no {2 * brokers} consecutive free ports found")
+    base = free_ports(2 * brokers)
+    return Settings(kafka_port=base, kafka_controller_port=base + 1, kafka_data_dir=data_dir,
+                    kafka_heap_mb=384, kafka_brokers=brokers,
+                    **overrides)  # type: ignore[arg-type]
 
 
 def leader_and_isr(settings: Settings, name: str,

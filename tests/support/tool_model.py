@@ -1,5 +1,7 @@
 """Tiny models trained to answer set prompts with set replies, well-formed tool calls or broken
-ones, so that tool calling is exercised end to end with a real model and real tokens."""
+ones, so that tool calling is exercised end to end with a real model and real tokens; ``build``
+makes the integration tests' one (what it answers to each request of REPLIES, and the TOOLS it is
+offered)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,22 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["build_tool_model", "train_replies"]
+__all__ = ["LINT_TOOL", "READ_FILE_TOOL", "REPLIES", "TOOLS", "build", "build_tool_model",
+           "train_replies"]
+
+REPLIES = {
+    "Read calc.py.": '<tool>read_file {"path": "calc.py"}</tool>',
+    "Look around.": '<tool>lint {}</tool><tool>read_file {"path": "src/app/calc.py"}</tool>',
+    "Break it.": '<tool>read_file {"path": calc.py}</tool>',
+    "Open calc.py.": '<tool>read_file {"file": "calc.py"}</tool>',
+    "Say done.": "Done.",
+}
+READ_FILE_TOOL = {"type": "function", "function": {
+    "name": "read_file", "description": "Read a file of the workspace.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                   "required": ["path"], "additionalProperties": False}}}
+LINT_TOOL = {"type": "function", "function": {"name": "lint", "description": "Lint the code."}}
+TOOLS = [READ_FILE_TOOL, LINT_TOOL]
 
 
 def train_replies(out_dir: Path, tokenizer: Any, pairs: Sequence[tuple[str, str]],
@@ -53,3 +70,12 @@ def build_tool_model(out_dir: Path, replies: Mapping[str, str], chat_template: s
     pairs = [(render_chat(tokenizer, chat_template, native, [{"role": "user", "content": ask}],
                           offered).text, reply) for ask, reply in replies.items()]
     return train_replies(out_dir, tokenizer, pairs, config, steps, learning_rate)
+
+
+def build(out_dir: Path) -> Path:
+    """A tiny model with the harness's transcript chat template (no tools section, so the
+    engine's fallback applies, as for the demo's policy), trained to answer each request of
+    REPLIES with its call: deterministic tool calls from a real model."""
+    from harness.policy.base import TRANSCRIPT_TEMPLATE
+
+    return build_tool_model(out_dir, REPLIES, TRANSCRIPT_TEMPLATE, TOOLS)

@@ -14,6 +14,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 
 from serving.gateway.spool import EventSpool, Outcome, retry_pause_s
+from tests.support.metrics import sample_sum
+from tests.support.waits import wait_for
 
 
 class ScriptedKafka:
@@ -48,18 +50,12 @@ def _spool(tmp_path: Path, kafka: ScriptedKafka, **kw: int) -> tuple[EventSpool,
     return spool, registry
 
 
-def _wait(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert condition()
+def _wait(condition: Callable[[], object]) -> None:
+    wait_for(condition, 10, "the spool", interval_s=0.01)
 
 
-def _metric(registry: CollectorRegistry, line_start: str) -> float:
-    for line in generate_latest(registry).decode().splitlines():
-        if line.startswith(line_start + " "):
-            return float(line.split()[-1])
-    raise AssertionError(f"no metric {line_start}")
+def _metric(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return sample_sum(generate_latest(registry).decode(), name, **labels)
 
 
 def test_an_outage_delays_events_in_order_and_loses_none(tmp_path: Path) -> None:
@@ -108,8 +104,8 @@ def test_refused_events_and_a_full_spool_are_counted_as_lost(tmp_path: Path) -> 
     assert spool.put(b'{"huge":1}')
     _wait(lambda: spool.lost.get("refused") == 1)
     assert spool.lost == {"queue_full": 2, "refused": 1}
-    assert _metric(registry, 'rewardstream_gateway_events_lost_total{reason="queue_full"}') == 2
-    assert _metric(registry, 'rewardstream_gateway_events_lost_total{reason="refused"}') == 1
+    assert _metric(registry, "rewardstream_gateway_events_lost_total", reason="queue_full") == 2
+    assert _metric(registry, "rewardstream_gateway_events_lost_total", reason="refused") == 1
     spool.close(1.0)
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from join_support import SPEC, streamed
 
 from schemas.rewards import reward_record_key
 from streams.errors import SpecError
@@ -16,6 +15,7 @@ from streams.facts import ms_to_datetime
 from streams.join import ORG_IDLE_LAG_MS, PartitionJoin
 from streams.replay import replay_rows
 from streams.simlog import SimConfig, simulate_log
+from tests.support.join_support import SPEC, streamed
 
 # Two minutes between starts: the log spans seven hours, the retention two.
 LOG = simulate_log(200, seed=3, config=SimConfig(mean_start_gap_s=120.0))

@@ -6,14 +6,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["ThrottledLog"]
 
 
 class ThrottledLog:
-    def __init__(self, logger: logging.Logger, interval_s: float = 30.0) -> None:
+    def __init__(self, logger: logging.Logger, interval_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._logger = logger
         self._interval_s = interval_s
+        self._clock = clock
         self._lock = threading.Lock()
         self._last: dict[str, tuple[float, int]] = {}  # key -> (when logged, held back since)
 
@@ -21,7 +24,7 @@ class ThrottledLog:
             exc_info: bool = False) -> bool:
         """Log ``message`` unless a line of the same ``key`` went out within the interval;
         True when it was logged."""
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             when, held = self._last.get(key, (float("-inf"), 0))
             if now - when < self._interval_s:

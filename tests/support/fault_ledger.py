@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-import pytest
 
 from infra.kafka_io import read_topic
 from infra.settings import Settings
 
-__all__ = ["FaultRow", "LogCheck", "check_log", "event_ids_on_log", "report"]
+__all__ = ["DELIVERY_STAMPS", "FaultRow", "LogCheck", "as_emitted", "check_log", "copies_on_log",
+           "event_ids_on_log", "report"]
+
+# What each delivery of an event sets anew: the SDK's send time, ingest's receipt time and what
+# ingest derives from the two. Every other byte of a copy is the event as the client emitted it.
+DELIVERY_STAMPS = ("sent_at", "received_at", "event_time", "clock_skew_ms")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,21 @@ def event_ids_on_log(settings: Settings) -> Counter[str]:
     return Counter(json.loads(r.value)["event_id"] for r in read_topic(settings, "events.raw"))
 
 
+def copies_on_log(settings: Settings) -> dict[str, list[bytes]]:
+    """The records of each event id on ``events.raw`` that is there more than once."""
+    copies: dict[str, list[bytes]] = {}
+    for record in read_topic(settings, "events.raw"):
+        copies.setdefault(json.loads(record.value)["event_id"], []).append(record.value)
+    return {event_id: values for event_id, values in copies.items() if len(values) > 1}
+
+
+def as_emitted(value: bytes) -> bytes:
+    """A record of ``events.raw`` without its delivery stamps, in a canonical form: two copies
+    of one event are equal here exactly when they carry the same event."""
+    event = {k: v for k, v in json.loads(value).items() if k not in DELIVERY_STAMPS}
+    return json.dumps(event, sort_keys=True, separators=(",", ":")).encode()
+
+
 @dataclass(frozen=True)
 class FaultRow:
     fault: str
@@ -58,8 +76,7 @@ class FaultRow:
                 f"{c.lost} | {c.duplicated} | {self.recovery_s:.1f} s | {self.notes} |")
 
 
-def report(row: FaultRow, capsys: pytest.CaptureFixture[str]) -> None:
-    """Print the row where the test output keeps it."""
-    with capsys.disabled():
-        print(f"\nfault | command | sent | accepted | on the log | lost | duplicated | "
-              f"recovery | notes\n{row.markdown()}")
+def report(row: FaultRow, report_figures: Callable[[str], None]) -> None:
+    """Show the row at the end of the run (``tests/support/figures_report.py``)."""
+    report_figures(f"fault | command | sent | accepted | on the log | lost | duplicated | "
+                   f"recovery | notes\n{row.markdown()}")

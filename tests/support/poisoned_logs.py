@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from topic_poison import NON_FINITE, Entry, Poison, out_of_range, poison_kinds
-
 from infra.settings import Settings
 from infra.topics import create_topics
 from schemas.alerts import Alert, AlertEvent, alert_event_key, alert_fingerprint
@@ -20,6 +18,7 @@ from schemas.ids import uuid7
 from schemas.metrics import MetricWindow, metric_key
 from schemas.rewards import RewardRecord, reward_record_key
 from streams.monitors.simulate import PROFILES, Segment, simulate
+from tests.support.topic_poison import NON_FINITE, Entry, Poison, out_of_range, poison_kinds
 
 __all__ = [
     "AT",

@@ -1,39 +1,31 @@
-"""A real ingest server on loopback for integration tests, and readers of its topics."""
+"""A real ingest server on loopback (in this process) for integration tests, and a reader of its
+topics."""
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
 
-from infra import broker, kafka_io
+from infra import kafka_io
 from infra.settings import Settings
-from infra.topics import create_topics
 from serving.ingest.app import create_app
 from serving.ingest.config import IngestConfig
 from serving.ingest.keys import ApiKey, KeyRing, hash_key
-from tests.support.private_kafka import private_broker_settings
+from tests.support.ports import free_port
 from tests.support.service_keys import PSEUDONYM_SECRET
+from tests.support.waits import wait_for
 
-__all__ = ["IngestServer", "free_port", "ingest_config", "metric", "private_broker", "read_topic",
+__all__ = ["EDIT_ONLY_KEY", "TEST_KEY", "IngestServer", "ingest_config", "read_topic",
            "running_server"]
 
 TEST_KEY = "rsk_test-key-all-types"
 EDIT_ONLY_KEY = "rsk_test-key-edits-only"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ingest_config(
@@ -71,16 +63,7 @@ def running_server(
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    else:
-        raise RuntimeError("the ingest server did not become ready within 60 s")
+    wait_for(lambda: _ready(url), 60, "the ingest server to be ready", alive=thread.is_alive)
     try:
         yield IngestServer(url, settings)
     finally:
@@ -88,28 +71,13 @@ def running_server(
         thread.join(timeout=30)
 
 
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def read_topic(settings: Settings, name: str) -> list[Any]:
     """Every record a platform topic holds now, as a list."""
     return list(kafka_io.read_topic(settings, name))
-
-
-@contextmanager
-def private_broker(data_dir: Path, topic_prefix: str) -> Iterator[Settings]:
-    """A broker of the test's own on free ports, for tests that stop and start it, with every
-    platform topic created; stopped at the end."""
-    settings = private_broker_settings(data_dir, 1, topic_prefix=topic_prefix)
-    try:
-        broker.start(settings)
-        create_topics(settings)
-        yield settings
-    finally:
-        broker.stop(settings)
-
-
-def metric(url: str, sample: str) -> float:
-    """The value of one sample (``name`` or ``name{labels}``) on a service's /metrics, 0 when
-    it is not there yet."""
-    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
-        if line.rsplit(" ", 1)[0] == sample:
-            return float(line.split()[-1])
-    return 0.0

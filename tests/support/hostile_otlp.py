@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from google.protobuf import json_format
-from hostile_bodies import ALL_TYPES_KEY, EDITS_ONLY_KEY
 
+from tests.support.hostile_bodies import ALL_TYPES_KEY, EDITS_ONLY_KEY
 from tests.support.otlp_spans import export, span, tool_span
 from tests.support.otlp_spans import length_delimited as framed
 

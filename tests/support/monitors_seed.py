@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,19 +22,10 @@ from streams.monitors.config import MonitorConfig
 from streams.monitors.offline import windows_from_rewards
 from streams.monitors.runner import DetectorRunner
 from streams.monitors.simulate import PROFILES, Segment, simulate
+from tests.support.waits import wait_for
 
 __all__ = ["metric_windows", "metrics_worker", "publish_registry", "publish_windows",
-           "registry_events", "run_detectors", "wait_for"]
-
-
-def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+           "registry_events", "run_detectors"]
 
 
 def registry_events() -> list[CheckpointEvent]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-__all__ = ["Figures", "server_error"]
+__all__ = ["BROKER_UP_ENV", "Figures"]
 
-
-def server_error(status: int, retry_after: str | None) -> bool:
-    """A 5xx other than 503 with Retry-After (the one a service may give: Kafka unavailable)."""
-    return status >= 500 and not (status == 503 and retry_after)
+# Ingest under abuse, the broker up: a minute for Kafka's acknowledgement, which a broker that
+# is up gives however busy the machine, so no answer may be a 5xx (not even 503).
+BROKER_UP_ENV = {"REWARDSTREAM_INGEST_ACK_TIMEOUT_S": "60"}
 
 
 @dataclass

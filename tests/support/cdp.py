@@ -10,16 +10,16 @@ import asyncio
 import base64
 import itertools
 import json
-import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+
+from tests.support.ports import free_port
+from tests.support.required import unavailable
 
 __all__ = ["Browser", "chromium_binary", "require_binary"]
 
@@ -34,27 +34,18 @@ def require_binary(*names: str) -> str:
         found = shutil.which(name)
         if found:
             return found
-    message = f"{' or '.join(names)} not installed (apt-get install -y the Debian package)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    unavailable(f"{' or '.join(names)} not installed (apt-get install -y the Debian package)")
 
 
 def chromium_binary() -> str:
     return require_binary("chromium", "chromium-browser", "google-chrome")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Browser:
     """One headless Chromium with one page, driven over CDP."""
 
     def __init__(self, profile_dir: Path, width: int = 1360, height: int = 1000) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.process = subprocess.Popen(
             [chromium_binary(), *FLAGS, f"--user-data-dir={profile_dir}",
              f"--remote-debugging-port={self.port}", f"--window-size={width},{height}",

@@ -20,7 +20,7 @@ from infra.settings import Settings
 from schemas.quarantine import QUARANTINE_MAX_BYTES, Quarantined
 from schemas.topics import topic_name
 from streams.sources import read_quarantine
-from tests.integration.monitors_seed import wait_for
+from tests.support.waits import wait_for
 
 __all__ = [
     "NON_FINITE",

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import zstandard
-from hostile_events import EVENT_CLASSES, Expect, Hostile, HostileEvents
 
 from serving.ingest.keys import hash_key
 from serving.ingest.limits import Caps
+from tests.support.hostile_events import EVENT_CLASSES, Expect, Hostile, HostileEvents
 
 __all__ = ["ALL_TYPES_KEY", "EDITS_ONLY_KEY", "BODY_CLASSES", "Probe", "batch", "key_entries"]
 
