@@ -16,8 +16,8 @@ from tests.compat.agent_model import ANSWER, TASK, TOOLS, run_tool
 from tests.compat.agent_runs import AGENT_USER
 from tests.compat.conftest import CompatStack
 from tests.support.ingest_support import TEST_KEY
-from tests.support.streams_log import replay_topic
 from tests.support.service_keys import GATEWAY_KEY
+from tests.support.streams_log import replay_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
 

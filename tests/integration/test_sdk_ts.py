@@ -16,7 +16,6 @@ import pytest
 from infra import broker
 from infra.settings import Settings
 from rewardstream_telemetry import Telemetry, Trajectory
-from schemas.events import SamplingParams
 from tests.support.ingest_support import TEST_KEY, ingest_config, read_topic, running_server
 from tests.support.metrics import metric
 from tests.support.sdk_ts_support import (
