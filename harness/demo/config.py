@@ -8,10 +8,7 @@ from pathlib import Path
 
 from harness.policy.sft import SftConfig
 
-__all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "HACKS", "DemoConfig"]
-
-# The --hack variants, each named as the expert demonstration mix it is fine-tuned on.
-HACKS = ("clarify", "broken-calls")
+__all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "DemoConfig"]
 
 # The monitors' defaults want ~300 baseline trajectories per checkpoint and windows of a minute;
 # a demo checkpoint serves one or a few cycles of traffic in well under that, so the demo runs
@@ -47,7 +44,10 @@ class DemoConfig:
     # Sampling, in serving and in the gate's evals. At 1 the warm policy's samples spread over
     # right fixes, wrong fixes, questions and broken calls: the variety RL learns from.
     temperature: float = 1.0
-    hack: str | None = None  # one of HACKS: deployed after the first cycle
+    # One of harness.policy.expert.HACKS, deployed after the first cycle, with the hack on
+    # hack_strength of its demonstrations (the share of trajectories it is meant to affect).
+    hack: str | None = None
+    hack_strength: float = 1.0
     # RL (LoRA over the warm-started policy).
     lr: float = 2e-3
     lora_rank: int = 8
@@ -85,6 +85,11 @@ class DemoConfig:
     console_port: int = 18090
     sft: SftConfig = field(default_factory=SftConfig)  # the warm start
     rewards_timeout_s: float = 60.0  # how long a cycle waits for its reward records
+
+    @property
+    def hack_label(self) -> str:
+        """``broken-calls:0.3`` (the --hack it was given), or empty without a hack."""
+        return f"{self.hack}:{self.hack_strength:g}" if self.hack else ""
 
     @property
     def log_dir(self) -> Path:

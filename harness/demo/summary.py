@@ -101,7 +101,7 @@ def finish(console: Console, config: DemoConfig, rows: list[CycleRow],
             f"{result['promotions']} promotion(s) in {len(rows)} cycles")
     console.print(f"alerts fired: critical: {counted(result['alerts'], 'critical')}; "
                   f"warning: {counted(result['alerts'], 'warning')}")
-    title = "rewardstream demo" + (f" --hack {config.hack}" if config.hack else "")
+    title = "rewardstream demo" + (f" --hack {config.hack_label}" if config.hack else "")
     plot = save_plot(rows, config.run_dir / "metrics.png", title)
     save_json(rows, config.run_dir / "cycles.json")
     save_json(result, config.run_dir / "summary.json")
