@@ -27,6 +27,10 @@ DEMO_MONITOR_THRESHOLDS = {
     "min_baseline_n": 15.0,
     "min_current_n": 15.0,
     "baseline_z": 2.0,
+    # A checkpoint's own past: its windows from 30 s to 30 min before (the last half minute is
+    # never its own baseline), so a drift inside one cycle alerts without a new checkpoint.
+    "trailing_gap_s": 30,
+    "trailing_span_s": 1800,
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }

@@ -17,6 +17,7 @@ from harness.demo.report import (
     alert_scope,
     save_json,
     save_plot,
+    save_records,
     short,
     summary_table,
 )
@@ -105,7 +106,9 @@ def finish(console: Console, config: DemoConfig, rows: list[CycleRow],
     plot = save_plot(rows, config.run_dir / "metrics.png", title)
     save_json(rows, config.run_dir / "cycles.json")
     save_json(result, config.run_dir / "summary.json")
+    save_records(records, config.run_dir / "rewards.jsonl")
     console.print(f"[bold]plot[/] {plot}  [bold]per cycle[/] {config.run_dir / 'cycles.json'}  "
                   f"[bold]summary[/] {config.run_dir / 'summary.json'}  "
+                  f"[bold]reward records[/] {config.run_dir / 'rewards.jsonl'}  "
                   f"[bold]logs[/] {config.log_dir}/  (wall time {wall_s / 60:.1f} min)")
     return result
