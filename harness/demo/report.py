@@ -109,10 +109,12 @@ def alert_line(event: AlertEvent) -> str | None:
     if event.kind == "fired" and event.alert is not None:
         alert = event.alert
         colour = "red" if alert.severity == "critical" else "yellow"
+        arm = alert.labels.get("arm", ALL)
+        against = "its own past" if alert.labels.get("baseline") == "trailing" else "its parent"
         return (f"[{colour} bold]ALERT FIRED[/] {alert.severity} {alert.detector} on "
                 f"{short(alert.labels.get('checkpoint', '?'))} "
-                f"({alert.labels.get('arm', '?')} arm, {alert_scope(alert.labels)}): "
-                f"{escape(alert.summary)}")
+                f"({'' if arm == ALL else f'{arm} arm, '}{alert_scope(alert.labels)}, against "
+                f"{against}): {escape(alert.summary)}")
     if event.kind == "resolved":
         return f"[green]alert resolved[/] {event.fingerprint}"
     return None

@@ -128,7 +128,7 @@ def calibrate_cmd(
     checkpoint and as a drift of the same one: the figures the thresholds are sized by.
 
     About 3 minutes with the defaults. Example: `rewardstream monitors calibrate --config
-    runs/demo-<time>/monitors.yaml --per-checkpoint 160`
+    runs/demo-TIME/monitors.yaml --per-checkpoint 160`
     """
     from streams.monitors.calibrate import calibrate, describe
 
@@ -149,8 +149,8 @@ def replay(
     makes them, then every alert transition, with the trajectories read when it happened. Try
     other thresholds on a run's traffic without running it again.
 
-    Example: `rewardstream monitors replay --file runs/demo-<time>/rewards.jsonl
-    --config runs/demo-<time>/monitors.yaml`
+    Example: `rewardstream monitors replay --file runs/demo-TIME/rewards.jsonl
+    --config runs/demo-TIME/monitors.yaml`
     """
     from streams.monitors.offline import run_offline
     from streams.monitors.sources import reward_records

@@ -4,6 +4,8 @@
 the alert transitions it causes (``fired`` on the way up, ``resolved`` when the condition
 clears). The statistics, stated:
 
+* Reward windows are tested per checkpoint and org (or the fleet, ``*``), whatever the A/B arm:
+  a checkpoint serving two arms is one policy. Ingest windows per their own key.
 * Every test is a one-sided CUSUM of log-likelihood ratios, one increment per window: Bernoulli
   for rates, Gaussian for means (per-trajectory reward, kept edits, log latency), Poisson for
   event counts. A detector fires when all its tests reach ``threshold`` h and the stretch since
@@ -43,6 +45,7 @@ from streams.monitors.config import DetectorSpec, MonitorConfig, TestSpec
 from streams.monitors.evidence import describe_test, effective, shows_change, summary_line
 from streams.monitors.stats import bernoulli_llr, cusum_step, gaussian_llr, poisson_llr
 from streams.monitors.trailing import TrailingBaseline, pool
+from streams.monitors.windows import ALL
 
 __all__ = ["Comparison", "MonitorState", "TestState", "Transition", "evaluate", "note_checkpoint"]
 
@@ -219,7 +222,7 @@ def _alert(
     spec: DetectorSpec, states: list[TestState], window: MetricWindow, comparison: Comparison,
     baseline: _Baseline | None, config: MonitorConfig,
 ) -> Alert:
-    labels = {"checkpoint": window.checkpoint_id, "arm": window.arm, "org": window.org_id,
+    labels = {"checkpoint": window.checkpoint_id, "arm": _arm(window), "org": window.org_id,
               "baseline": comparison}
     base = baseline.stats if baseline else {}
     windows = baseline.windows if baseline else 0
@@ -244,6 +247,12 @@ def _alert(
     )
 
 
+def _arm(window: MetricWindow) -> str:
+    """A reward key pools the arms a checkpoint serves: one policy, whichever users' arm (a
+    promoted canary serves both), tested on all its traffic as its parent's totals are."""
+    return window.arm if window.scope == "ingest" else ALL
+
+
 def evaluate(state: MonitorState, window: MetricWindow, config: MonitorConfig) -> list[Transition]:
     """Fold one closed window into the detectors; returns the alert transitions it causes.
     A copy of a window among the latest few of its key and partition changes nothing."""
@@ -253,7 +262,7 @@ def evaluate(state: MonitorState, window: MetricWindow, config: MonitorConfig) -
     if (text := window.model_dump_json()) in recent:
         return []
     recent.append(text)
-    key = (window.checkpoint_id, window.arm, window.org_id)
+    key = (window.checkpoint_id, _arm(window), window.org_id)
     if window.scope == "rewards" and window.checkpoint_id not in state.first_seen:
         state.first_seen.append(window.checkpoint_id)
     key_state = state.keys.setdefault(key, _KeyState())

@@ -26,20 +26,20 @@ def _config(*names: str, **changes: float) -> MonitorConfig:
 def _statistic(state: MonitorState, checkpoint: str, detector: str, org: str = "*",
                test: int = 0) -> float:
     """The CUSUM statistic of one test of a detector against the checkpoint's parent."""
-    return state.keys[(checkpoint, "a", org)].tests[(detector, "parent")][test].statistic
+    return state.keys[(checkpoint, "*", org)].tests[(detector, "parent")][test].statistic
 
 
 class _Windows:
     def __init__(self) -> None:
         self.minute = 0
 
-    def __call__(self, checkpoint: str, scope: str = "rewards", org: str = "*",
+    def __call__(self, checkpoint: str, scope: str = "rewards", org: str = "*", arm: str = "a",
                  **stats: tuple[float, float]):
         self.minute += 1
         start = T0 + timedelta(minutes=self.minute)
         return MetricWindow(
             scope=scope, window_start=start, window_end=start + timedelta(minutes=1),  # type: ignore[arg-type]
-            checkpoint_id=checkpoint, arm="a" if scope == "rewards" else "*", org_id=org,
+            checkpoint_id=checkpoint, arm=arm if scope == "rewards" else "*", org_id=org,
             stats={k: MetricStat(n=n, sum=s, sumsq=s) for k, (n, s) in stats.items()})
 
 
@@ -50,12 +50,12 @@ def test_edit_rate_collapse_step_by_hand_then_fire_and_clear() -> None:
     # p0 = .6, p1 = .6 − max(.25·.6, 0) = .45; 30 of 100:
     # 30·ln(.45/.6) + 70·ln(.55/.4) = −8.630462 + 22.291761 = 13.661299 < h = 14
     assert evaluate(state, window("c1", edit_rate=(100, 30)), config) == []
-    ts = state.keys[("c1", "a", "*")].tests[("edit_rate_collapse", "parent")][0]
+    ts = state.keys[("c1", "*", "*")].tests[("edit_rate_collapse", "parent")][0]
     assert ts.statistic == pytest.approx(13.661299, abs=1e-5)
     fired = evaluate(state, window("c1", edit_rate=(100, 30)), config)
     assert [t.kind for t in fired] == ["fired"]
     alert = fired[0].alert
-    assert alert.labels == {"alertname": "edit_rate_collapse", "checkpoint": "c1", "arm": "a",
+    assert alert.labels == {"alertname": "edit_rate_collapse", "checkpoint": "c1", "arm": "*",
                             "org": "*", "baseline": "parent", "severity": "critical"}
     assert alert.title == "Edit rate collapsed against the parent checkpoint"
     test = alert.evidence["tests"][0]
@@ -238,9 +238,24 @@ def test_a_window_published_again_is_folded_once() -> None:
         for _ in range(copies):
             assert evaluate(state, low, config) == []
     assert twice.totals == once.totals
-    assert twice.keys[("c1", "a", "*")].tests == once.keys[("c1", "a", "*")].tests
+    assert twice.keys[("c1", "*", "*")].tests == once.keys[("c1", "*", "*")].tests
     after = window("c1", edit_rate=(100, 30))
     assert [t.kind for t in evaluate(twice, after, config)] == ["fired"]
     # The same figures from another partition are another window: they add up.
     evaluate(once, low.model_copy(update={"partition": 1}), config)
     assert once.totals[("c1", "*")]["edit_rate"].n == 200
+
+
+def test_the_arms_one_checkpoint_serves_are_tested_together() -> None:
+    """A promoted canary serves both arms: one policy, so its evidence is all its traffic."""
+    config, state, window = _config("edit_rate_collapse"), MonitorState(), _Windows()
+    for _ in range(2):
+        evaluate(state, window("c0", edit_rate=(500, 300)), config)
+    # Each window at 30% of 50 adds 15·ln(.45/.6) + 35·ln(.55/.4) = 6.83: arm a's, then arm
+    # b's, then a's again pass h = 14 together, where each arm alone would need three.
+    assert evaluate(state, window("c1", arm="a", edit_rate=(50, 15)), config) == []
+    assert evaluate(state, window("c1", arm="b", edit_rate=(50, 15)), config) == []
+    fired = evaluate(state, window("c1", arm="a", edit_rate=(50, 15)), config)
+    assert [t.kind for t in fired] == ["fired"]
+    assert fired[0].alert.labels["arm"] == "*"
+    assert fired[0].alert.evidence["tests"][0]["now"]["n"] == 150

@@ -107,4 +107,4 @@ def test_a_zero_span_turns_the_trailing_comparisons_off() -> None:
     for minute in range(180):
         assert evaluate(state, _window(minute, "c0", 50, 30 if minute < 150 else 15),
                         config) == []
-    assert set(state.keys[("c0", "a", "*")].tests) == {("edit_rate_collapse", "parent")}
+    assert set(state.keys[("c0", "*", "*")].tests) == {("edit_rate_collapse", "parent")}
