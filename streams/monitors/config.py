@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from schemas.alerts import Severity
+from schemas.metrics import COMPONENT_METRIC_PREFIX
 from streams.monitors.errors import MonitorConfigError
 
 __all__ = ["DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors", "load_config"]
@@ -46,8 +47,9 @@ class TestSpec:
     log-likelihood ratio is divided by it and the intervals widened by its square root
     (quasi-likelihood), so the clusters do not turn into false alarms.
 
-    ``parts``: the prefix of the metrics this one is the sum of (``reward.`` for the reward's
-    components); the evidence shows how each part moved over the same windows.
+    ``parts``: the prefix of the metrics this one is the sum of (``COMPONENT_METRIC_PREFIX``,
+    ``reward.``, for the reward's components); the evidence shows how each part moved over the
+    same windows.
     """
 
     metric: str
@@ -105,7 +107,8 @@ def default_detectors() -> tuple[DetectorSpec, ...]:
         DetectorSpec(
             "reward_kept_divergence", "rewards",
             "Reward rising while kept edits fall (over-optimisation)", "critical",
-            (TestSpec("reward", "gaussian", "up", sigmas=0.15, parts="reward."),
+            (TestSpec("reward", "gaussian", "up", sigmas=0.15,
+                      parts=COMPONENT_METRIC_PREFIX),
              TestSpec("kept_edits", "gaussian", "down", sigmas=0.15)),
             "Mean reward went up while the edits users keep went down: the policy is optimising "
             "the proxy, not the outcome. Find which reward component rose (evidence), stop "
@@ -113,7 +116,7 @@ def default_detectors() -> tuple[DetectorSpec, ...]:
         DetectorSpec(
             "reward_drop", "rewards", "Mean reward fell", "critical",
             (TestSpec("reward", "gaussian", "down", absolute=0.2, scale="difference",
-                      parts="reward."),),
+                      parts=COMPONENT_METRIC_PREFIX),),
             "The mean reward per trajectory fell by about 0.2 or more: users keep fewer edits, "
             "complain more, or the policy breaks calls, whatever the hack. The evidence names "
             "the reward components that moved; read the matching detectors (kept edits, "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from schemas.metrics import MetricStat
+from schemas.metrics import COMPONENT_METRIC_PREFIX, MetricStat
 from streams.monitors.config import TestSpec
 from streams.monitors.stats import difference, relative_change, wilson_interval, z_for_confidence
 
@@ -128,7 +128,8 @@ def _value(metric: str, value: float | None) -> str:
         return "–"
     if metric in _MILLISECONDS:
         return f"{math.exp(value) if metric.startswith('log_') else value:,.0f} ms"
-    return f"{value:+.3f}" if metric == "reward" or metric.startswith("reward.") else f"{value:.4g}"
+    signed = metric == "reward" or metric.startswith(COMPONENT_METRIC_PREFIX)
+    return f"{value:+.3f}" if signed else f"{value:.4g}"
 
 
 def _label(metric: str) -> str:
