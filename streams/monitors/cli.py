@@ -123,18 +123,25 @@ def calibrate_cmd(
     rate: float = typer.Option(2.0, min=0.01, help="trajectories per second (event time)"),
     scenario: list[Scenario] = typer.Option(
         [], help="failure modes to time (repeatable); default: all but healthy"),
+    records: list[Path] = typer.Option(
+        [], help="JSON lines of reward records of a healthy run (repeatable, e.g. a demo's "
+        "rewards.jsonl): the stable traffic is drawn from them instead of simulated, and no "
+        "failure mode is timed"),
 ) -> None:
     """False alarms on stable simulated traffic, and how soon each failure mode fires, as a new
     checkpoint and as a drift of the same one: the figures the thresholds are sized by.
 
-    About 3 minutes with the defaults. Example: `rewardstream monitors calibrate --config
-    runs/demo-TIME/monitors.yaml --per-checkpoint 160`
+    About 10 minutes with the defaults. Example: `rewardstream monitors calibrate --config
+    runs/demo-TIME/monitors.yaml --checkpoints 2 --per-checkpoint 160 --rate 1.2 --seeds 300
+    --records runs/demo-TIME/rewards.jsonl`
     """
     from streams.monitors.calibrate import calibrate, describe
+    from streams.monitors.sources import reward_records
 
+    pool = [record for path in records for record in reward_records(path)]
     result = calibrate(_config(config), seeds=seeds, checkpoints=checkpoints,
                        per_checkpoint=per_checkpoint, rate_per_s=rate,
-                       profiles=tuple(s.value for s in scenario))
+                       profiles=tuple(s.value for s in scenario), pool=pool)
     for line in describe(result):
         typer.echo(line)
 
