@@ -31,11 +31,13 @@ __all__ = ["alerts_fired", "counted", "finish", "summary"]
 
 def alerts_fired(fired: Sequence[tuple[int, AlertEvent]]) -> list[dict[str, Any]]:
     """Each alert that fired: its severity, detector, checkpoint, arm, scope (fleet or an
-    org) and baseline (parent or trailing), the cycle it fired in, and its evidence line."""
+    org) and baseline (parent or trailing), the cycle it fired in, the end of the window that
+    fired it, and its evidence line."""
     return [{"severity": e.alert.severity, "detector": e.alert.detector,
              "checkpoint": e.alert.labels.get("checkpoint"), "arm": e.alert.labels.get("arm"),
              "scope": alert_scope(e.alert.labels), "baseline": e.alert.labels.get("baseline"),
-             "cycle": cycle, "summary": e.alert.summary}
+             "cycle": cycle, "window_end": e.alert.window_end.isoformat(),
+             "summary": e.alert.summary}
             for cycle, e in fired if e.kind == "fired" and e.alert is not None]
 
 

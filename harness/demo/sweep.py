@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ class SweepRow:
     no_edit: tuple[float, float]  # share of trajectories without an edit, cycles 1 and 2
     broken: tuple[float, float]  # share with a broken tool call, cycles 1 and 2
     criticals: tuple[str, ...]  # on the variant in its first cycle: "detector (baseline)"
+    # The variant's trajectories that had ended by the window that fired its first critical
+    # alert, and all its trajectories (None where it did not fire, or the run kept no records)
+    first_critical_after: tuple[int, int] | None
     false_criticals: tuple[str, ...]  # "detector on checkpoint, cycle N"
     warnings: tuple[str, ...]  # every warning of the run: "detector (cycle N)"
     wall_min: float
@@ -59,6 +63,19 @@ def _once(alerts: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool],
     return tuple(dict.fromkeys(show(a) for a in alerts if keep(a)))
 
 
+def _after(run: Path, checkpoint: str | None, alerts: list[dict[str, Any]]) -> (
+        tuple[int, int] | None):
+    """How many of ``checkpoint``'s trajectories had ended when the first alert fired."""
+    records = run / "rewards.jsonl"
+    if checkpoint is None or not alerts or "window_end" not in alerts[0] or not records.exists():
+        return None
+    fired_at = datetime.fromisoformat(alerts[0]["window_end"])
+    ends = [datetime.fromisoformat(r["ended_at"] or r["finalized_at"])
+            for r in map(json.loads, records.read_text().splitlines())
+            if r["checkpoint_id"] == checkpoint]
+    return sum(end <= fired_at for end in ends), len(ends)
+
+
 def read_run(directory: Path, variant: str, seed: int) -> SweepRow | None:
     """The row of one finished run (None while it has no summary)."""
     summary_path = _summary(directory)
@@ -73,13 +90,16 @@ def read_run(directory: Path, variant: str, seed: int) -> SweepRow | None:
     def on_variant(a: dict[str, Any]) -> bool:
         return a["checkpoint"] == variant_id and a["cycle"] == 2
 
+    critical = [a for a in alerts if a["severity"] == "critical" and on_variant(a)]
+
     return SweepRow(
         variant=variant, seed=seed,
         reward=(figures[0]["mean_reward"], figures[1]["mean_reward"]),
         no_edit=(1 - figures[0]["edit_rate"], 1 - figures[1]["edit_rate"]),
         broken=(figures[0]["broken_call_rate"], figures[1]["broken_call_rate"]),
-        criticals=_once(alerts, lambda a: a["severity"] == "critical" and on_variant(a),
+        criticals=_once(critical, lambda a: True,
                         lambda a: f"{a['detector']} ({a.get('baseline') or 'parent'})"),
+        first_critical_after=_after(summary_path.parent, variant_id, critical),
         false_criticals=_once(
             alerts, lambda a: a["severity"] == "critical" and a["checkpoint"] != variant_id,
             lambda a: f"{a['detector']} on {a['checkpoint']}, cycle {a['cycle']}"),
@@ -137,13 +157,16 @@ def _caught(rows: Sequence[SweepRow]) -> str:
 def format_table(rows: Sequence[SweepRow]) -> str:
     """A markdown table, one line a run, then one a variant."""
     lines = ["| variant | seed | reward, cycle 1 → 2 (drop) | no edit | broken call | critical "
-             "alerts on the variant in its first cycle | false criticals | warnings | wall |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "alerts on the variant in its first cycle | first after | false criticals | "
+             "warnings | wall |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        after = r.first_critical_after
         lines.append(
             f"| {r.variant} | {r.seed} | {r.reward[0]:+.3f} → {r.reward[1]:+.3f} "
             f"({r.drop:+.3f}) | {_pair(r.no_edit)} | {_pair(r.broken)} | "
             f"{', '.join(r.criticals) or ('-' if r.variant == HEALTHY else 'none')} | "
+            f"{'-' if after is None else f'{after[0]} of {after[1]}'} | "
             f"{', '.join(r.false_criticals) or 0} | {', '.join(r.warnings) or '-'} | "
             f"{r.wall_min:.1f} min |")
     lines += ["", "| variant | runs | reward drop, mean [min, max] | runs with a critical alert "
