@@ -107,7 +107,7 @@ def default_detectors() -> tuple[DetectorSpec, ...]:
         DetectorSpec(
             "reward_kept_divergence", "rewards",
             "Reward rising while kept edits fall (over-optimisation)", "critical",
-            (TestSpec("reward", "gaussian", "up", sigmas=0.15,
+            (TestSpec("reward", "gaussian", "up", sigmas=0.15, scale="difference",
                       parts=COMPONENT_METRIC_PREFIX),
              TestSpec("kept_edits", "gaussian", "down", sigmas=0.15)),
             "Mean reward went up while the edits users keep went down: the policy is optimising "
