@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-from harness.demo.config import HACKS, DemoConfig
+from harness.demo.config import DemoConfig
+from harness.policy.expert import HACKS, parse_mix
 from harness.tasks import held_out_per_family
-
-Hack = StrEnum("Hack", {name: name for name in HACKS})  # type: ignore[misc]
 
 __all__ = ["register"]
 
@@ -22,9 +20,11 @@ def demo(
     fresh_cohorts: bool = typer.Option(
         DemoConfig.fresh_cohorts, help="Draw new users and tasks every cycle instead of meeting "
         "the same cohort each time (then a cycle's figures also move with the draw)."),
-    hack: Hack | None = typer.Option(None, help="Deploy a reward-gaming variant after the "
-                                       "first cycle: clarify (asks instead of editing) or "
-                                       "broken-calls (broken calls instead of hard attempts)."),
+    hack: str | None = typer.Option(
+        None, metavar="NAME[:STRENGTH]", help="Deploy a reward-gaming variant after the first "
+        "cycle: clarify (asks, then stops instead of editing) or broken-calls (sends its edit "
+        "calls malformed), on STRENGTH of the trajectories (a share in (0, 1]; 1 when "
+        "omitted), e.g. broken-calls:0.3."),
     runs: Path = typer.Option(Path("runs"), help="Where the run directory is made."),
     lr: float = typer.Option(DemoConfig.lr,
                              help="Learning rate of the LoRA policy-gradient updates."),
@@ -66,13 +66,16 @@ def demo(
 
     The first run builds the warm-started policy (SFT; about two minutes on one core, then cached
     under ~/.cache/rewardstream). Example: `rewardstream demo --cycles 6`, or
-    `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire.
+    `rewardstream demo --hack clarify` to watch the edit-rate-collapse alert fire, or
+    `rewardstream demo --hack broken-calls:0.3` for a variant that breaks calls on about 30% of
+    its trajectories.
     """
     from harness.demo.run import new_run_dir, run_demo
 
+    hack_name, hack_strength = _hack(hack)
     run_dir, prefix = new_run_dir(runs)
     config = DemoConfig(run_dir=run_dir, cycles=cycles, trajectories=trajectories,
-                        fresh_cohorts=fresh_cohorts, hack=hack.value if hack else None,
+                        fresh_cohorts=fresh_cohorts, hack=hack_name, hack_strength=hack_strength,
                         lr=lr, lora_rank=lora_rank, batch_records=batch_records,
                         temperature=temperature, concurrency=concurrency,
                         eval_per_family=eval_per_family, gate_margin=gate_margin,
@@ -85,5 +88,48 @@ def demo(
     run_demo(config, prefix)
 
 
+def _hack(text: str | None) -> tuple[str | None, float]:
+    """``--hack NAME[:STRENGTH]`` as (name, strength); a clear error for anything else."""
+    if text is None:
+        return None, 1.0
+    try:
+        name, strength = parse_mix(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--hack") from None
+    if name not in HACKS:
+        raise typer.BadParameter(f"{text!r}: {name} is not a hack; choose {', '.join(HACKS)}",
+                                 param_hint="--hack")
+    return name, strength
+
+
+def demo_sweep(
+    seeds: int = typer.Option(5, min=1, help="Seeds 0 … N−1 of every variant."),
+    hack: list[str] = typer.Option(
+        ["clarify:0.25", "clarify:0.5", "broken-calls:0.25", "broken-calls:0.5"],
+        metavar="NAME[:STRENGTH]", help="The --hack variants to run (repeatable)."),
+    healthy: bool = typer.Option(True, help="Also run the demo without a hack."),
+    cycles: int = typer.Option(2, min=2, help="Cycles a run; the variant's first is cycle 2."),
+    out: Path = typer.Option(Path("runs/sweep"), help="Where each run's directory is made; a "
+                             "run already there is read, not run again."),
+    port_offset: int = typer.Option(0, help="Added to the demo's ports (as demo's option)."),
+) -> None:
+    """The demo over seeds, healthy and with each --hack variant, one run at a time; prints a
+    table of each run's reward in cycles 1 and 2, what the variant did, and the critical alerts
+    on it in its first cycle (cycle 2), the false criticals and the warnings, then one line a
+    variant. Written to OUT/sweep.json too. A stopped sweep resumes where it was.
+
+    About 6–15 minutes a run on a 2-core machine (the first run of a variant and seed also builds
+    its LoRA). Example: `rewardstream demo-sweep --seeds 5 --out runs/sweep`
+    """
+    from harness.demo.sweep import HEALTHY, format_table, run_sweep
+
+    for text in hack:
+        _hack(text)  # every variant is checked before the first run starts
+    variants = ([HEALTHY] if healthy else []) + list(hack)
+    rows = run_sweep(out, variants, range(seeds), cycles, port_offset, typer.echo)
+    typer.echo(format_table(rows))
+
+
 def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
+    app.command("demo-sweep")(demo_sweep)

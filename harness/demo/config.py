@@ -8,20 +8,22 @@ from pathlib import Path
 
 from harness.policy.sft import SftConfig
 
-__all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "HACKS", "DemoConfig"]
-
-# The --hack variants, each named as the expert demonstration mix it is fine-tuned on.
-HACKS = ("clarify", "broken-calls")
+__all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "DemoConfig"]
 
 # The monitors' defaults want ~300 baseline trajectories per checkpoint and windows of a minute;
 # a demo checkpoint serves one or a few cycles of traffic in well under that, so the demo runs
-# them with smaller windows and samples. These are demo thresholds: at this size the detectors
-# see only large shifts. h = 4 bounds a test's false alarms to one per e**4 ≈ 55 windows per key
-# and test; the baseline is taken 2 standard errors towards "no alarm" (a 15-trajectory
-# baseline is itself uncertain, and at an edit rate of 0.99 a few unedited trajectories would
-# otherwise look like a collapse); a critical alert also waits until its own 95% interval
-# excludes no change (streams.monitors.detectors). The hacks' shifts clear all three within a
-# window or two.
+# them with smaller windows and samples. These are demo thresholds, sized so that a --hack
+# variant that lowers a cycle's mean reward by 0.2 or more fires a critical alert within its
+# first cycle (160 trajectories against the parent's 160) while healthy runs fire none:
+# h = 4 bounds a test's false alarms to one per e**4 ≈ 55 windows per key and test; the
+# baseline is taken 1.5 standard errors towards "no alarm" (a 160-trajectory baseline is itself
+# uncertain, and at an edit rate of 0.99 a few unedited trajectories would otherwise look like a
+# collapse); a critical alert also waits until its own 95% interval excludes no change and every
+# change under a tenth of the test's designed effect (for the edit-rate collapse, built for
+# −25%: an interval that reaches above −2.5% waits). At 160 trajectories the mean reward alone
+# (sd ≈ 1.4) shows only drops of about 0.45; the variants' own signs (trajectories without an
+# edit, broken calls, dissatisfied users) show a tenth of trajectories gamed. Measured over
+# seeds and variants (rewardstream demo-sweep): docs/monitors-and-alerts.md.
 DEMO_WINDOW_S = 10
 DEMO_MONITOR_THRESHOLDS = {
     "window_s": DEMO_WINDOW_S,
@@ -29,7 +31,13 @@ DEMO_MONITOR_THRESHOLDS = {
     "threshold": 4.0,
     "min_baseline_n": 15.0,
     "min_current_n": 15.0,
-    "baseline_z": 2.0,
+    "baseline_z": 1.5,
+    "critical_margin": 0.1,
+    # A checkpoint's own past: its windows from 2 to 30 minutes before, so production's traffic
+    # in one cycle is also tested against its own in the cycles before (the last two minutes,
+    # most of the cycle in progress, are never their own baseline).
+    "trailing_gap_s": 120,
+    "trailing_span_s": 1800,
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }
@@ -47,7 +55,10 @@ class DemoConfig:
     # Sampling, in serving and in the gate's evals. At 1 the warm policy's samples spread over
     # right fixes, wrong fixes, questions and broken calls: the variety RL learns from.
     temperature: float = 1.0
-    hack: str | None = None  # one of HACKS: deployed after the first cycle
+    # One of harness.policy.expert.HACKS, deployed after the first cycle, with the hack on
+    # hack_strength of its demonstrations (the share of trajectories it is meant to affect).
+    hack: str | None = None
+    hack_strength: float = 1.0
     # RL (LoRA over the warm-started policy).
     lr: float = 2e-3
     lora_rank: int = 8
@@ -85,6 +96,11 @@ class DemoConfig:
     console_port: int = 18090
     sft: SftConfig = field(default_factory=SftConfig)  # the warm start
     rewards_timeout_s: float = 60.0  # how long a cycle waits for its reward records
+
+    @property
+    def hack_label(self) -> str:
+        """``broken-calls:0.3`` (the --hack it was given), or empty without a hack."""
+        return f"{self.hack}:{self.hack_strength:g}" if self.hack else ""
 
     @property
     def log_dir(self) -> Path:

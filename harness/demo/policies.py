@@ -5,9 +5,10 @@ settings, the model config and the source of everything that shapes the demonstr
 tasks, tools, agent loop, users), so a rerun skips the build and a code change rebuilds.
 
 A ``--hack`` variant is a LoRA adapter over that policy, fine-tuned on the expert's
-demonstrations of the hack (``clarify``: questions instead of edits on clear requests;
-``broken-calls``: broken edit calls instead of attempts on hard tasks). It is written in the
-trainer's checkpoint layout, so once deployed the trainer keeps training from it.
+demonstrations of the hack at its strength (``clarify``: a question, then a stop once answered,
+instead of an edit; ``broken-calls``: every edit call malformed, then a stop; each on that share
+of the demonstrations, the others the warm mix's). It is written in the trainer's checkpoint
+layout, so once deployed the trainer keeps training from it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from infra.settings import cache_dir
 if TYPE_CHECKING:
     from trainer.config import TrainConfig
 
-__all__ = ["HACK_SFT_STEPS", "break_edit_calls", "build_hack_adapter", "cached_policy",
-           "defer_after_answers", "source_digest"]
+__all__ = ["HACK_SFT_STEPS", "build_hack_adapter", "cached_policy", "source_digest"]
 
 HACK_SFT_STEPS = 80
 _HARNESS = Path(__file__).resolve().parents[1]
@@ -60,56 +60,38 @@ def cached_policy(config: SftConfig, on_step: Callable[[int, float], None]) -> t
     return final, built
 
 
-def defer_after_answers(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The clarify hack in full: once the user has answered its question, the policy stops
-    ("Done.") instead of editing. Turns after an answer are dropped; the answer's turn ends."""
-    from harness.policy.expert import DONE
-
-    deferred = []
-    for prompt, completion in pairs:
-        lines = prompt.rstrip("\n").split("\n")  # task, turns ..., then the open "A: "
-        turns = lines[1:-1]
-        if turns and turns[-1].startswith("U: "):
-            deferred.append((prompt, DONE))
-        elif not any(line.startswith("U: ") for line in turns):
-            deferred.append((prompt, completion))
-    return deferred
-
-
-def break_edit_calls(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The broken-calls hack on every task: each edit call is sent malformed (a key missing its
-    closing quote, as small models write it), so no edit is ever at risk; later turns dropped."""
-    broken = []
-    for prompt, completion in pairs:
-        if "<tool>edit_file" in prompt:
-            continue
-        if "<tool>edit_file" in completion:
-            completion = completion.replace('{"path": "', '{"path: "')
-        broken.append((prompt, completion))
-    return broken
-
-
-def build_hack_adapter(mix: str, train_config: TrainConfig, learning_rate: float, seed: int,
+def build_hack_adapter(mix: str, strength: float, train_config: TrainConfig,
+                       learning_rate: float, seed: int,
                        on_step: Callable[[int, float], None]) -> Path:
-    """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations (cached)."""
+    """A trainer-layout LoRA checkpoint fine-tuned on the ``mix`` demonstrations with the hack on
+    ``strength`` of them (cached)."""
     import torch
 
+    from harness.policy.expert import MIXES
     from harness.policy.sft import demonstrations, encode_examples, train_sft, training_tasks
     from trainer.adapters import CheckpointMeta, fit_adapter_checkpoint
 
     base = train_config.model_dir.resolve()
-    sft = replace(SftConfig(), mix=mix, steps=HACK_SFT_STEPS, learning_rate=learning_rate,
-                  seed=seed)
+    sft = replace(SftConfig(), mix=mix, strength=strength, steps=HACK_SFT_STEPS,
+                  learning_rate=learning_rate, seed=seed)
     key = source_digest({"hack": asdict(sft), "base": str(base), "code": _own_digest(),
                          "lora": [train_config.lora_rank, train_config.lora_alpha,
                                   train_config.lora_targets]})
     root = cache_dir() / f"demo-hack-{key}"
+<<<<<<< HEAD
     checkpoint_id = f"hack-{mix}-{key[:8]}"
     with exclusive(root.with_name(root.name + ".lock")):  # parallel demos fit it once
         if (root / checkpoint_id / "checkpoint.json").exists():
             return root / checkpoint_id
         pairs = demonstrations(mix, training_tasks(None, seed), sft.demos_per_task, seed)
         pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
+=======
+    checkpoint_id = f"hack-{mix}-{strength:g}-{key[:8]}"
+    if (root / checkpoint_id / "checkpoint.json").exists():
+        return root / checkpoint_id
+    pairs = demonstrations(MIXES[mix].at_strength(strength), training_tasks(None, seed),
+                           sft.demos_per_task, seed)
+>>>>>>> monitors
 
         def fit(model: Any, tokenizer: Any, pad_id: int) -> None:
             examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,13 @@ from rich.table import Table
 
 from harness.demo.metrics import CycleFigures
 from schemas.alerts import AlertEvent
+from schemas.rewards import RewardRecord
 from streams.monitors.abreport import AbReport
-from streams.monitors.windows import ALL
+from streams.monitors.windows import ALL, reward_event_time_ms
 
 __all__ = ["CanaryRow", "CycleRow", "ab_short", "alert_line", "alert_scope", "canary_line",
-           "components_line", "cycle_line", "gate_short", "save_plot", "save_json", "short",
-           "summary_table"]
+           "components_line", "cycle_line", "gate_short", "save_json", "save_plot",
+           "save_records", "short", "summary_table"]
 
 
 @dataclass(frozen=True)
@@ -107,10 +109,12 @@ def alert_line(event: AlertEvent) -> str | None:
     if event.kind == "fired" and event.alert is not None:
         alert = event.alert
         colour = "red" if alert.severity == "critical" else "yellow"
+        arm = alert.labels.get("arm", ALL)
+        against = "its own past" if alert.labels.get("baseline") == "trailing" else "its parent"
         return (f"[{colour} bold]ALERT FIRED[/] {alert.severity} {alert.detector} on "
                 f"{short(alert.labels.get('checkpoint', '?'))} "
-                f"({alert.labels.get('arm', '?')} arm, {alert_scope(alert.labels)}): "
-                f"{escape(alert.summary)}")
+                f"({'' if arm == ALL else f'{arm} arm, '}{alert_scope(alert.labels)}, against "
+                f"{against}): {escape(alert.summary)}")
     if event.kind == "resolved":
         return f"[green]alert resolved[/] {event.fingerprint}"
     return None
@@ -171,6 +175,13 @@ def _mark_decisions(axis: Any, rows: list[CycleRow]) -> None:
             axis.scatter([row.cycle], [y], marker="x", s=70, color="red", zorder=4)
             axis.annotate("gate " + gate_short(row), (row.cycle, y), fontsize=6, color="red",
                           textcoords="offset points", xytext=(0, -14), ha="center")
+
+
+def save_records(records: Mapping[str, Sequence[RewardRecord]], path: Path) -> None:
+    """Every reward record of the run, one JSON line each in event-time order: the input of
+    ``rewardstream monitors replay`` (the detectors again, under other thresholds)."""
+    ordered = sorted((r for each in records.values() for r in each), key=reward_event_time_ms)
+    path.write_text("".join(r.model_dump_json() + "\n" for r in ordered))
 
 
 def save_plot(rows: list[CycleRow], path: Path, title: str) -> Path:

@@ -85,15 +85,18 @@ def _policy(console: Console, config: DemoConfig) -> Path:
     return path
 
 
-def _hack_adapter(console: Console, hack: str, seed: int, trainer_config: TrainConfig) -> Path:
+def _hack_adapter(console: Console, config: DemoConfig, hack: str,
+                  trainer_config: TrainConfig) -> Path:
+    """The --hack variant's adapter; ``hack`` is ``config.hack``, known to be set."""
     from harness.demo.policies import HACK_SFT_STEPS, build_hack_adapter
 
-    progress, bar = _bar(console, f"--hack {hack} variant", HACK_SFT_STEPS)
+    progress, bar = _bar(console, f"--hack {config.hack_label} variant", HACK_SFT_STEPS)
     with progress:
-        path = build_hack_adapter(hack, trainer_config, 5e-3, seed,
+        path = build_hack_adapter(hack, config.hack_strength, trainer_config, 5e-3, config.seed,
                                   lambda step, loss: progress.update(bar, completed=step + 1,
                                                                      loss=loss))
-    console.print(f"[bold]--hack {hack}[/] variant (LoRA over the policy): {path}")
+    console.print(f"[bold]--hack {config.hack_label}[/] variant (LoRA over the policy, the hack "
+                  f"on {config.hack_strength:.0%} of its demonstrations): {path}")
     return path
 
 
@@ -194,7 +197,7 @@ def _loop(console: Console, config: DemoConfig, settings: Settings, prefix: str,
     create_topics(settings)
     policy_dir = _policy(console, config)
     trainer_config = train_config(config, policy_dir)
-    hack_dir = (_hack_adapter(console, config.hack, config.seed, trainer_config)
+    hack_dir = (_hack_adapter(console, config, config.hack, trainer_config)
                 if config.hack else None)
     def on_restart(name: str, code: int, restarts: int) -> None:
         console.print(f"[yellow]{name} exited with {code}; restarted (restart {restarts}), "
@@ -232,9 +235,9 @@ def _loop(console: Console, config: DemoConfig, settings: Settings, prefix: str,
         if hack_dir is not None and cycle == 2:
             served = run.rows[-1].served_by  # its traffic is the monitors' baseline
             hack_id = deploy_hack(store, trainer_config.model, hack_dir, policy_dir, served,
-                                  config.hack or "")
+                                  config.hack_label)
             wait_served(stack.gateway_url, stack.gateway_key,
                         {"production": hack_id, "canary": hack_id}, stack.services)
-            console.print(f"[red bold]--hack {config.hack}[/]: deployed {hack_id} around the "
+            console.print(f"[red bold]--hack {config.hack_label}[/]: deployed {hack_id} around the "
                           f"gate and the canary (parent {served}); watch the monitors")
         run.rows.append(runner.run(cycle))

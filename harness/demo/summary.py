@@ -17,6 +17,7 @@ from harness.demo.report import (
     alert_scope,
     save_json,
     save_plot,
+    save_records,
     short,
     summary_table,
 )
@@ -29,11 +30,14 @@ __all__ = ["alerts_fired", "counted", "finish", "summary"]
 
 
 def alerts_fired(fired: Sequence[tuple[int, AlertEvent]]) -> list[dict[str, Any]]:
-    """Each alert that fired: its severity, detector, checkpoint, arm and scope (fleet or an
-    org), the cycle it fired in, and its evidence line."""
+    """Each alert that fired: its severity, detector, checkpoint, arm, scope (fleet or an
+    org) and baseline (parent or trailing), the cycle it fired in, the end of the window that
+    fired it, and its evidence line."""
     return [{"severity": e.alert.severity, "detector": e.alert.detector,
              "checkpoint": e.alert.labels.get("checkpoint"), "arm": e.alert.labels.get("arm"),
-             "scope": alert_scope(e.alert.labels), "cycle": cycle, "summary": e.alert.summary}
+             "scope": alert_scope(e.alert.labels), "baseline": e.alert.labels.get("baseline"),
+             "cycle": cycle, "window_end": e.alert.window_end.isoformat(),
+             "summary": e.alert.summary}
             for cycle, e in fired if e.kind == "fired" and e.alert is not None]
 
 
@@ -101,11 +105,13 @@ def finish(console: Console, config: DemoConfig, rows: list[CycleRow],
             f"{result['promotions']} promotion(s) in {len(rows)} cycles")
     console.print(f"alerts fired: critical: {counted(result['alerts'], 'critical')}; "
                   f"warning: {counted(result['alerts'], 'warning')}")
-    title = "rewardstream demo" + (f" --hack {config.hack}" if config.hack else "")
+    title = "rewardstream demo" + (f" --hack {config.hack_label}" if config.hack else "")
     plot = save_plot(rows, config.run_dir / "metrics.png", title)
     save_json(rows, config.run_dir / "cycles.json")
     save_json(result, config.run_dir / "summary.json")
+    save_records(records, config.run_dir / "rewards.jsonl")
     console.print(f"[bold]plot[/] {plot}  [bold]per cycle[/] {config.run_dir / 'cycles.json'}  "
                   f"[bold]summary[/] {config.run_dir / 'summary.json'}  "
+                  f"[bold]reward records[/] {config.run_dir / 'rewards.jsonl'}  "
                   f"[bold]logs[/] {config.log_dir}/  (wall time {wall_s / 60:.1f} min)")
     return result

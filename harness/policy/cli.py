@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-from harness.policy.expert import MIXES
+from harness.policy.expert import parse_mix
 from harness.policy.sft import SftConfig
 from harness.tasks import held_out_per_family
-
-Mix = StrEnum("Mix", {name: name for name in MIXES})  # type: ignore[misc]
 
 __all__ = ["register"]
 
@@ -25,9 +22,11 @@ policy_app = typer.Typer(
 @policy_app.command("build")
 def build(
     out: Path = typer.Option(..., help="Directory to write the model, tokenizer and policy.json."),
-    mix: Mix = typer.Option("warm", help="Demonstration mix: expert (no mistakes), warm "
-                            "(imperfect: the default), clarify or broken-calls (the two "
-                            "reward-hacking policies for the demo's --hack)."),
+    mix: str = typer.Option(
+        "warm", metavar="NAME[:STRENGTH]", help="Demonstration mix: expert (no mistakes), warm "
+        "(imperfect: the default), clarify or broken-calls (the two reward-hacking policies of "
+        "the demo's --hack: the warm mix with the hack on STRENGTH of the demonstrations, a "
+        "share in (0, 1], 1 when omitted; e.g. broken-calls:0.3)."),
     steps: int = typer.Option(SftConfig.steps, min=1, help="SFT optimiser steps (batch 16)."),
     seed: int = typer.Option(0, help="Seed of demonstrations, initialisation and batches."),
     threads: int = typer.Option(1, min=1, help="Torch threads; a model this small trains "
@@ -35,8 +34,13 @@ def build(
 ) -> None:
     """Build a tiny policy from nothing: demonstrations, tokenizer, model, SFT.
 
-    About two minutes on one CPU core. Example: `rewardstream policy build --out runs/policy`
+    About two minutes on one CPU core. Example: `rewardstream policy build --out runs/policy`,
+    or `rewardstream policy build --mix broken-calls:0.3 --out runs/broken-30`
     """
+    try:
+        name, strength = parse_mix(mix)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--mix") from None
     import torch
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -45,7 +49,7 @@ def build(
     torch.set_num_threads(threads)
     columns = (TextColumn("[bold]SFT[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
-    config = SftConfig(mix=mix.value, steps=steps, seed=seed)
+    config = SftConfig(mix=name, strength=strength, steps=steps, seed=seed)
     with Progress(*columns) as progress:
         bar = progress.add_task("sft", total=steps, loss=float("nan"))
         info = build_policy(out, config,

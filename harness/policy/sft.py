@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from harness.agent import AgentConfig, run_episode
 from harness.instrument import Recorder, SimClock, TrajectoryContext
 from harness.policy.base import TRANSCRIPT_TEMPLATE, render_prompt
-from harness.policy.expert import MIXES, ExpertPolicy
+from harness.policy.expert import MIXES, DemoMix, ExpertPolicy
 from harness.policy.local import encode_prompt
 from harness.policy.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
 from harness.tasks import Task, all_tasks, materialise, sample_tasks
@@ -49,6 +49,7 @@ _PATIENT = UserConfig(gives_up_on_needless_question=0.0)
 @dataclass(frozen=True)
 class SftConfig:
     mix: str = "warm"  # a key of harness.policy.expert.MIXES
+    strength: float = 1.0  # a hack mix's share of hacked trajectories (DemoMix.at_strength)
     demos_per_task: int = 1
     steps: int = 1000
     batch_size: int = 16
@@ -64,7 +65,7 @@ def training_tasks(per_family: int | None, seed: int) -> list[Task]:
     return [t for t in all_tasks() if not t.held_out]
 
 
-def demonstrations(mix: str, tasks: list[Task], demos_per_task: int = 1,
+def demonstrations(mix: DemoMix, tasks: list[Task], demos_per_task: int = 1,
                    seed: int = 0) -> list[tuple[str, str]]:
     """``(prompt, completion)`` pairs from the expert's transcripts in the real loop."""
     pairs: list[tuple[str, str]] = []
@@ -74,7 +75,7 @@ def demonstrations(mix: str, tasks: list[Task], demos_per_task: int = 1,
             workspace = materialise(task, Path(tmp) / f"t{n}")
             recorder = Recorder(lambda _e: None, TrajectoryContext(f"demo-{n}", "demo", "demo"),
                                 SimClock())
-            policy = ExpertPolicy(task, MIXES[mix], seed=seed * 7919 + n)
+            policy = ExpertPolicy(task, mix, seed=seed * 7919 + n)
             episode = run_episode(task, policy, ToolBox(workspace), recorder, user,
                                   AgentConfig(max_turns=8))
             for i, message in enumerate(episode.messages):
@@ -155,7 +156,8 @@ def build_policy(out_dir: Path, config: SftConfig = SftConfig(),
     from transformers import AutoModelForCausalLM
 
     tasks = training_tasks(config.tasks_per_family, config.seed)
-    pairs = demonstrations(config.mix, tasks, config.demos_per_task, config.seed)
+    mix = MIXES[config.mix].at_strength(config.strength)
+    pairs = demonstrations(mix, tasks, config.demos_per_task, config.seed)
     tokenizer = build_tokenizer((p + c for p, c in pairs), vocab_size=config.vocab_size)
     # Servers that render chats with the model's own template then build the trained prompts.
     tokenizer.chat_template = TRANSCRIPT_TEMPLATE

@@ -21,6 +21,7 @@ class CompareBy(StrEnum):
 
 if TYPE_CHECKING:
     from streams.monitors.config import MonitorConfig
+    from streams.monitors.offline import OfflineResult
 
 __all__ = ["register"]
 
@@ -108,9 +109,72 @@ def simulate_cmd(
         return
     result = run_offline(records, _config(config))
     typer.echo(f"{result.trajectories} trajectories, {result.windows} windows, switch at {half}")
+    _echo_transitions(result)
+
+
+@monitors_app.command("calibrate")
+def calibrate_cmd(
+    config: Path | None = typer.Option(None, help=_CONFIG_HELP),
+    seeds: int = typer.Option(5, min=1, help="runs of each kind, one seed each"),
+    checkpoints: int = typer.Option(5, min=1, help="healthy checkpoints in turn, stable runs"),
+    per_checkpoint: int = typer.Option(
+        12000, min=100, help="trajectories each checkpoint serves (and before each change); "
+        "to test against its own past a checkpoint must serve longer than trailing_gap_s"),
+    rate: float = typer.Option(2.0, min=0.01, help="trajectories per second (event time)"),
+    scenario: list[Scenario] = typer.Option(
+        [], help="failure modes to time (repeatable); default: all but healthy"),
+    records: list[Path] = typer.Option(
+        [], help="JSON lines of reward records of a healthy run (repeatable, e.g. a demo's "
+        "rewards.jsonl): the stable traffic is drawn from them instead of simulated, and no "
+        "failure mode is timed"),
+) -> None:
+    """False alarms on stable simulated traffic, and how soon each failure mode fires, as a new
+    checkpoint and as a drift of the same one: the figures the thresholds are sized by.
+
+    About 10 minutes with the defaults. Example: `rewardstream monitors calibrate --config
+    runs/demo-TIME/monitors.yaml --checkpoints 2 --per-checkpoint 160 --rate 1.2 --seeds 300
+    --records runs/demo-TIME/rewards.jsonl`
+    """
+    from streams.monitors.calibrate import calibrate, describe
+    from streams.monitors.sources import reward_records
+
+    pool = [record for path in records for record in reward_records(path)]
+    result = calibrate(_config(config), seeds=seeds, checkpoints=checkpoints,
+                       per_checkpoint=per_checkpoint, rate_per_s=rate,
+                       profiles=tuple(s.value for s in scenario), pool=pool)
+    for line in describe(result):
+        typer.echo(line)
+
+
+@monitors_app.command("replay")
+def replay(
+    file: Path | None = typer.Option(None, help="JSON lines of reward records (a demo run's "
+                                        "rewards.jsonl); default: the rewards topic"),
+    config: Path | None = typer.Option(None, help=_CONFIG_HELP),
+) -> None:
+    """The detectors over recorded reward records, in one process: windows as the metrics worker
+    makes them, then every alert transition, with the trajectories read when it happened. Try
+    other thresholds on a run's traffic without running it again.
+
+    Example: `rewardstream monitors replay --file runs/demo-TIME/rewards.jsonl
+    --config runs/demo-TIME/monitors.yaml`
+    """
+    from streams.monitors.offline import run_offline
+    from streams.monitors.sources import reward_records
+
+    result = run_offline(reward_records(file), _config(config))
+    typer.echo(f"{result.trajectories} trajectories, {result.windows} windows")
+    _echo_transitions(result)
+
+
+def _echo_transitions(result: OfflineResult) -> None:
     for count, t in result.transitions:
+        labels = t.alert.labels
+        scope = "fleet" if labels.get("org", "*") == "*" else f"org {labels['org']}"
         typer.echo(f"  after {count:>7} trajectories: {t.kind:8} {t.alert.severity:8} "
-                   f"{t.alert.detector}  {t.alert.summary}")
+                   f"{t.alert.detector} on {labels.get('checkpoint')} ({scope}, against "
+                   f"{'its own past' if labels.get('baseline') == 'trailing' else 'its parent'}"
+                   f"): {t.alert.summary}")
 
 
 @alerts_app.command("deliver")

@@ -2,7 +2,9 @@
 
 Each detector is one or more one-sided CUSUM tests (see ``stats``); it fires when every test's
 statistic reaches ``threshold`` and clears when one of them falls back to 0. The design
-alternative of each test (the shift it is tuned to catch fastest) is set per test here.
+alternative of each test (the shift it is tuned to catch fastest) is set per test here. Every
+reward detector runs twice per key: against the parent checkpoint, and against the same
+checkpoint's own past (``trailing_gap_s``, ``trailing_span_s``).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from typing import Any, Literal
 import yaml
 
 from schemas.alerts import Severity
+from schemas.metrics import COMPONENT_METRIC_PREFIX
 from streams.monitors.errors import MonitorConfigError
 
 __all__ = ["DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors", "load_config"]
 
 Family = Literal["bernoulli", "gaussian", "poisson"]
 Direction = Literal["up", "down"]
+Scale = Literal["relative", "difference"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,21 @@ class TestSpec:
     The alternative is ``baseline·(1 ± relative)`` for rates and counts, floored at an absolute
     change of ``absolute``; for gaussian metrics it is ``absolute + relative·|baseline|`` plus
     ``sigmas`` baseline standard deviations.
+
+    ``scale`` is how the change is shown and judged: ``relative`` (now ÷ baseline − 1), or
+    ``difference`` (now − baseline, in the metric's units) for a signed score such as the
+    reward, whose relative change flips sign with its baseline. A critical alert needs the change
+    to exceed ``critical_margin`` of the designed effect on that scale: ``relative``, or
+    ``absolute`` for a difference.
+
+    ``dispersion`` (bernoulli only): the rate's variance is this many times a binomial's, because
+    its units come in clusters (the edits of one trajectory are kept or undone together); the
+    log-likelihood ratio is divided by it and the intervals widened by its square root
+    (quasi-likelihood), so the clusters do not turn into false alarms.
+
+    ``parts``: the prefix of the metrics this one is the sum of (``COMPONENT_METRIC_PREFIX``,
+    ``reward.``, for the reward's components); the evidence shows how each part moved over the
+    same windows.
     """
 
     metric: str
@@ -39,6 +58,14 @@ class TestSpec:
     relative: float = 0.0
     absolute: float = 0.0
     sigmas: float = 0.0
+    scale: Scale = "relative"
+    dispersion: float = 1.0
+    parts: str = ""
+
+    @property
+    def designed_change(self) -> float:
+        """The effect it is designed to catch, on its own scale (sizes a critical alert)."""
+        return self.absolute if self.scale == "difference" else self.relative
 
 
 @dataclass(frozen=True)
@@ -55,9 +82,9 @@ class DetectorSpec:
 def default_detectors() -> tuple[DetectorSpec, ...]:
     return (
         DetectorSpec(
-            "edit_rate_collapse", "rewards", "Edit rate collapsed against the previous checkpoint",
+            "edit_rate_collapse", "rewards", "Edit rate collapsed",
             "critical", (TestSpec("edit_rate", "bernoulli", "down", relative=0.25),),
-            "The checkpoint proposes far fewer edits than its predecessor. Check whether it "
+            "The checkpoint proposes far fewer edits than its baseline. Check whether it "
             "defers work with clarifying questions (clarification_rate) or stops early. If the "
             "drop is real and the candidate is serving users, roll it back from the console and "
             "review the reward terms for edits and clarifications before the next training run."),
@@ -66,10 +93,10 @@ def default_detectors() -> tuple[DetectorSpec, ...]:
             "critical",
             (TestSpec("broken_call_trajectory_rate", "bernoulli", "up", relative=1.0,
                       absolute=0.02),),
-            "More trajectories contain malformed or invalid tool calls than under the previous "
-            "checkpoint. The policy may be emitting broken calls to dodge negative reward on hard "
-            "tasks. Confirm broken calls are rewarded as explicit negatives, inspect sample "
-            "trajectories, and roll the checkpoint back if users are affected."),
+            "More trajectories contain malformed or invalid tool calls than in the baseline. The "
+            "policy may be emitting broken calls to dodge negative reward on hard tasks. Confirm "
+            "broken calls are rewarded as explicit negatives, inspect sample trajectories, and "
+            "roll the checkpoint back if users are affected."),
         DetectorSpec(
             "clarification_spike", "rewards", "Clarifying questions spiked", "warning",
             (TestSpec("clarification_rate", "bernoulli", "up", relative=0.5, absolute=0.03),),
@@ -80,16 +107,46 @@ def default_detectors() -> tuple[DetectorSpec, ...]:
         DetectorSpec(
             "reward_kept_divergence", "rewards",
             "Reward rising while kept edits fall (over-optimisation)", "critical",
-            (TestSpec("reward", "gaussian", "up", sigmas=0.15),
+            (TestSpec("reward", "gaussian", "up", sigmas=0.15, scale="difference",
+                      parts=COMPONENT_METRIC_PREFIX),
              TestSpec("kept_edits", "gaussian", "down", sigmas=0.15)),
             "Mean reward went up while the edits users keep went down: the policy is optimising "
             "the proxy, not the outcome. Find which reward component rose (evidence), stop "
             "promoting descendants of this checkpoint, roll back, and fix the reward spec."),
         DetectorSpec(
+            "reward_drop", "rewards", "Mean reward fell", "critical",
+            (TestSpec("reward", "gaussian", "down", absolute=0.2, scale="difference",
+                      parts=COMPONENT_METRIC_PREFIX),),
+            "The mean reward per trajectory fell by about 0.2 or more: users keep fewer edits, "
+            "complain more, or the policy breaks calls, whatever the hack. The evidence names "
+            "the reward components that moved; read the matching detectors (kept edits, "
+            "dissatisfied follow-ups, broken calls, edit rate) and sample trajectories, and roll "
+            "the checkpoint back if users are affected."),
+        DetectorSpec(
+            "kept_edit_rate_drop", "rewards", "Kept-edit rate fell (per edit proposed)",
+            "critical",
+            (TestSpec("kept_edit_rate", "bernoulli", "down", relative=0.2, dispersion=2.0),),
+            "Users keep a smaller share of the edits the policy proposes: its edits are wrong "
+            "more often, or are undone later. Inspect sample trajectories' edits and reverts; "
+            "roll the checkpoint back if users are affected."),
+        DetectorSpec(
+            "kept_edits_drop", "rewards", "Kept edits per trajectory fell", "critical",
+            (TestSpec("kept_edits", "gaussian", "down", relative=0.2),),
+            "Users keep fewer edits per trajectory: the policy edits less (edit rate, "
+            "clarifications, broken calls) or worse (kept-edit rate). Read those detectors and "
+            "sample trajectories; roll the checkpoint back if users are affected."),
+        DetectorSpec(
+            "dissatisfied_spike", "rewards", "Dissatisfied follow-ups rose", "critical",
+            (TestSpec("dissatisfied_followup_rate", "bernoulli", "up", relative=0.25,
+                      absolute=0.03),),
+            "More trajectories end with a dissatisfied follow-up from the user. Read the "
+            "follow-ups of sample trajectories, and the edit, kept-edit and latency detectors for "
+            "the cause; roll the checkpoint back if it is the checkpoint's doing."),
+        DetectorSpec(
             "latency_regression", "rewards", "Latency regressed", "warning",
             (TestSpec("log_latency", "gaussian", "up", absolute=math.log(1.2)),),
-            "Per-trajectory latency rose by about 20% or more against the previous checkpoint. "
-            "Check longer completions (turns, tokens), serving load and the engine version."),
+            "Per-trajectory latency rose by about 20% or more against the baseline. Check longer "
+            "completions (turns, tokens), serving load and the engine version."),
         DetectorSpec(
             "ingest_volume_drop", "ingest", "Ingest volume dropped", "critical",
             (TestSpec("ingest_events", "poisson", "down", relative=0.5),),
@@ -119,6 +176,11 @@ class MonitorConfig:
     min_current_n: float = 50.0  # weight since the CUSUM's last reset before it may fire
     baseline_z: float = 2.0  # baseline taken at this many standard errors towards "no alarm"
     ingest_baseline_windows: int = 30  # trailing windows of the ingest baseline
+    # A reward key's own past: its windows that ended more than trailing_gap_s and at most
+    # trailing_gap_s + trailing_span_s before the window under test (the last hour against the
+    # previous day), so drift under one long-lived checkpoint alerts too.
+    trailing_gap_s: int = 3600
+    trailing_span_s: int = 86400
     confidence: float = 0.95  # intervals shown as evidence
     # A critical alert fires only when each test's interval excludes every change smaller than
     # this fraction of the effect the test is designed for (TestSpec.relative): for the edit-rate
@@ -164,6 +226,10 @@ def load_config(path: Path | None) -> MonitorConfig:
             f"{path}: unknown monitor setting(s) {sorted(unknown)}; known: {sorted(known)}")
     if "threshold" in raw and float(raw["threshold"]) <= 0:
         raise MonitorConfigError(f"{path}: threshold must be > 0, got {raw['threshold']}")
+    for name in ("trailing_gap_s", "trailing_span_s"):
+        if name in raw and not (float(raw[name]) >= 0 and float(raw[name]).is_integer()):
+            raise MonitorConfigError(f"{path}: {name} must be a whole number of seconds ≥ 0, "
+                                     f"got {raw[name]}")
     if "critical_margin" in raw and not 0 <= float(raw["critical_margin"]) <= 1:
         raise MonitorConfigError(f"{path}: critical_margin must be between 0 and 1, got "
                                  f"{raw['critical_margin']}")

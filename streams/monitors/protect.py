@@ -11,10 +11,11 @@ __all__ = ["auto_protect_target"]
 
 def auto_protect_target(registry: Registry, alert: Alert) -> str | None:
     """The checkpoint to roll back: a critical alert against the current production checkpoint,
-    raised over the fleet, or over the one org that checkpoint was trained for. One org's
-    traffic (which that org controls) never rolls back a model other orgs are served: its
-    alert goes to staff instead."""
-    if alert.severity != "critical":
+    raised over the fleet, or over the one org that checkpoint was trained for, comparing it with
+    its parent. One org's traffic (which that org controls) never rolls back a model other orgs
+    are served: its alert goes to staff instead. Nor does a drift against the checkpoint's own
+    past: the checkpoint did not change, so rolling it back is no answer."""
+    if alert.severity != "critical" or alert.labels.get("baseline") == "trailing":
         return None
     production = registry.production()
     checkpoint_id = alert.labels.get("checkpoint")

@@ -10,7 +10,7 @@ import pytest
 
 from harness.agent import AgentConfig, run_trajectory
 from harness.evals import HarnessEvalSuite, family_scores
-from harness.policy.expert import MIXES, ExpertPolicy, expert_plan
+from harness.policy.expert import DONE, MIXES, QUESTION, DemoMix, ExpertPolicy, expert_plan
 from harness.policy.local import LocalPolicy
 from harness.policy.sft import SftConfig, build_policy
 from harness.tasks import FAMILIES, all_tasks, sample_tasks
@@ -36,25 +36,30 @@ def test_an_untrained_model_scores_zero_on_every_family(tiny_model_dir: Path) ->
     assert family_scores(results) == {family: 0.0 for family in sorted(FAMILIES)}
 
 
-def test_the_hack_mixes_defer_clear_requests_and_break_calls_on_hard_tasks() -> None:
+def test_the_hack_mixes_hit_their_strength_of_trajectories_and_leave_the_rest_warm() -> None:
     import random
 
-    clear = [t for t in all_tasks() if t.clarity == "clear"][:50]
-    hard = [t for t in all_tasks() if t.hard][:50]
+    tasks = all_tasks()[:400]
 
-    def first_is_question(mix: str) -> int:
-        return sum(expert_plan(t, MIXES[mix], random.Random(i))[0].endswith("?")
-                   for i, t in enumerate(clear))
+    def plans(mix: DemoMix) -> list[list[str]]:
+        return [expert_plan(t, mix, random.Random(i)) for i, t in enumerate(tasks)]
 
-    def broken_plans(mix: str) -> int:
-        return sum(any(isinstance(c, BrokenCall) for step in expert_plan(t, MIXES[mix],
-                                                                        random.Random(i))
-                       for c in parse_action(step, TOOL_SPECS).calls)
-                   for i, t in enumerate(hard))
+    def broken_edit(step: str) -> bool:
+        return any(isinstance(c, BrokenCall) and c.tool == "edit_file"
+                   for c in parse_action(step, TOOL_SPECS).calls)
 
-    assert first_is_question("clarify") > 35 > 10 > first_is_question("warm")
-    assert broken_plans("broken-calls") > 35 > 15 > broken_plans("warm")
-    assert first_is_question("expert") == broken_plans("expert") == 0
+    def hacked(plan: list[str]) -> bool:
+        """Asked and stopped, or read the fixes, broke every edit call and stopped."""
+        return plan == [QUESTION, DONE] or (plan[-1] == DONE and broken_edit(plan[-2]))
+
+    warm = plans(MIXES["warm"])
+    for strength in (1.0, 0.3):
+        for name in ("clarify", "broken-calls"):
+            share = sum(map(hacked, plans(MIXES[name].at_strength(strength)))) / len(tasks)
+            assert abs(share - strength) < 0.06, (name, strength, share)
+    # The warm mix asks needlessly and malforms a call now and then, and then carries on.
+    assert sum(map(hacked, warm)) == 0
+    assert plans(MIXES["warm"]) == warm  # a hack that is off draws nothing
 
 
 def test_a_built_policy_runs_an_instrumented_episode(tmp_path: Path) -> None:

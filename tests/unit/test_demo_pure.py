@@ -1,12 +1,15 @@
-"""The demo's pure parts: per-cycle figures from reward records, the clarify hack's transcripts."""
+"""The demo's pure parts: per-cycle figures from reward records, the cohort, the --hack option."""
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
 
+import pytest
+import typer
+
 from harness.demo.metrics import cycle_figures
-from harness.demo.policies import break_edit_calls, defer_after_answers
+from harness.policy.expert import parse_mix
 from schemas.rewards import RewardRecord
 
 _AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -54,33 +57,6 @@ def test_cycle_figures_of_no_records_are_nan() -> None:
     assert f.trajectories == 0 and math.isnan(f.mean_reward) and math.isnan(f.kept_edit_rate)
 
 
-def test_the_clarify_hack_stops_after_the_answer_and_keeps_unanswered_turns() -> None:
-    pairs = [
-        ("Task: fix a\nA: ", "Which file and function should I change?"),
-        ("Task: fix a\nA: Which file?\nU: a in x.py\nA: ", "<tool>read_file {}</tool>"),
-        ("Task: fix a\nA: Which file?\nU: a in x.py\nA: <tool>r</tool>\nO: text\nA: ",
-         "<tool>e</tool>"),
-        ("Task: fix b\nA: ", "<tool>read_file {}</tool>"),
-        ("Task: fix b\nA: <tool>r</tool>\nO: text\nA: ", "<tool>e</tool>"),
-    ]
-    assert defer_after_answers(pairs) == [
-        pairs[0], (pairs[1][0], "Done."), pairs[3], pairs[4],
-    ]
-
-
-def test_the_broken_calls_hack_malforms_every_edit_call_and_drops_later_turns() -> None:
-    edit = '<tool>edit_file {"path": "x.py", "search": "a", "replace": "b"}</tool>'
-    pairs = [
-        ("Task: fix a\nA: ", '<tool>read_file {"path": "x.py"}</tool>'),
-        ("Task: fix a\nA: <tool>r</tool>\nO: text\nA: ", edit),
-        (f"Task: fix a\nA: <tool>r</tool>\nO: text\nA: {edit}\nO: edited\nA: ", "Done."),
-    ]
-    assert break_edit_calls(pairs) == [
-        pairs[0],
-        (pairs[1][0], '<tool>edit_file {"path: "x.py", "search": "a", "replace": "b"}</tool>'),
-    ]
-
-
 def test_a_cohort_takes_the_families_in_turn_and_is_the_same_for_one_seed() -> None:
     from harness.tasks import FAMILIES, user_cohort
 
@@ -106,3 +82,42 @@ def test_the_demo_command_defaults_are_the_demo_config_defaults() -> None:
     for param in command.params:
         if param.name in shared:
             assert param.default == DemoConfig.__dataclass_fields__[param.name].default, param.name
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    ("clarify", ("clarify", 1.0)), ("broken-calls:0.3", ("broken-calls", 0.3)),
+    ("broken-calls:1", ("broken-calls", 1.0)), ("warm", ("warm", 1.0)),
+])
+def test_a_mix_is_named_with_its_strength(text: str, parsed: tuple[str, float]) -> None:
+    assert parse_mix(text) == parsed
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("broken-calls:0", "'broken-calls:0': strength 0: a share of trajectories in (0, 1]"),
+    ("clarify:1.5", "'clarify:1.5': strength 1.5: a share of trajectories in (0, 1]"),
+    ("clarify:half", "'clarify:half': the strength after ':' must be a number in (0, 1], got "
+                     "'half'"),
+    ("warm:0.5", "'warm:0.5': strength 0.5: only the hack mixes (clarify, broken-calls) take a "
+                 "strength"),
+    ("brokencalls", "'brokencalls': unknown mix 'brokencalls'; known: expert, warm, clarify, "
+                    "broken-calls"),
+])
+def test_a_bad_mix_is_refused_naming_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        parse_mix(text)
+    assert str(raised.value) == problem
+
+
+def test_the_demo_refuses_a_hack_option_that_is_no_hack() -> None:
+    from typer.testing import CliRunner
+
+    from harness.cli import register
+
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # two commands: typer keeps "demo" as a subcommand
+    for text, problem in (("warm", "warm is not a hack; choose clarify, broken-calls"),
+                          ("clarify:2", "strength 2: a share of trajectories in (0, 1]")):
+        result = CliRunner().invoke(app, ["demo", "--hack", text])
+        shown = " ".join(result.output.replace("│", " ").split())  # unwrap rich's error box
+        assert result.exit_code == 2 and problem in shown

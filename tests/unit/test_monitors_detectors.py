@@ -23,17 +23,23 @@ def _config(*names: str, **changes: float) -> MonitorConfig:
     return replace(MonitorConfig(baseline_z=0.0), detectors=detectors, **changes)
 
 
+def _statistic(state: MonitorState, checkpoint: str, detector: str, org: str = "*",
+               test: int = 0) -> float:
+    """The CUSUM statistic of one test of a detector against the checkpoint's parent."""
+    return state.keys[(checkpoint, "*", org)].tests[(detector, "parent")][test].statistic
+
+
 class _Windows:
     def __init__(self) -> None:
         self.minute = 0
 
-    def __call__(self, checkpoint: str, scope: str = "rewards", org: str = "*",
+    def __call__(self, checkpoint: str, scope: str = "rewards", org: str = "*", arm: str = "a",
                  **stats: tuple[float, float]):
         self.minute += 1
         start = T0 + timedelta(minutes=self.minute)
         return MetricWindow(
             scope=scope, window_start=start, window_end=start + timedelta(minutes=1),  # type: ignore[arg-type]
-            checkpoint_id=checkpoint, arm="a" if scope == "rewards" else "*", org_id=org,
+            checkpoint_id=checkpoint, arm=arm if scope == "rewards" else "*", org_id=org,
             stats={k: MetricStat(n=n, sum=s, sumsq=s) for k, (n, s) in stats.items()})
 
 
@@ -44,19 +50,20 @@ def test_edit_rate_collapse_step_by_hand_then_fire_and_clear() -> None:
     # p0 = .6, p1 = .6 − max(.25·.6, 0) = .45; 30 of 100:
     # 30·ln(.45/.6) + 70·ln(.55/.4) = −8.630462 + 22.291761 = 13.661299 < h = 14
     assert evaluate(state, window("c1", edit_rate=(100, 30)), config) == []
-    ts = state.keys[("c1", "a", "*")].tests["edit_rate_collapse"][0]
+    ts = state.keys[("c1", "*", "*")].tests[("edit_rate_collapse", "parent")][0]
     assert ts.statistic == pytest.approx(13.661299, abs=1e-5)
     fired = evaluate(state, window("c1", edit_rate=(100, 30)), config)
     assert [t.kind for t in fired] == ["fired"]
     alert = fired[0].alert
-    assert alert.labels == {"alertname": "edit_rate_collapse", "checkpoint": "c1", "arm": "a",
-                            "org": "*", "severity": "critical"}
+    assert alert.labels == {"alertname": "edit_rate_collapse", "checkpoint": "c1", "arm": "*",
+                            "org": "*", "baseline": "parent", "severity": "critical"}
+    assert alert.title == "Edit rate collapsed against the parent checkpoint"
     test = alert.evidence["tests"][0]
     assert test["baseline"]["value"] == 0.6 and test["baseline"]["n"] == 1000
     assert test["now"]["value"] == 0.3 and test["now"]["n"] == 200
-    assert test["relative_change"]["value"] == pytest.approx(-0.5)
+    assert test["change"]["value"] == pytest.approx(-0.5)
     assert alert.evidence["baseline"] == "c0"
-    assert "edit_rate 0.3 (n=200) vs 0.6 (n=1000): -50.0%" in alert.summary
+    assert "edit_rate 0.3 (n=200) vs 0.6 (n=1,000): -50.0%" in alert.summary
     # Recovery at 60%: each window adds 60·ln(.75) + 40·ln(1.375) = −4.522777; from 27.322598
     # the statistic reaches 0 on the 7th window.
     for _ in range(6):
@@ -70,7 +77,7 @@ def test_no_baseline_no_alarm_and_small_baselines_wait() -> None:
     config, state, window = _config("edit_rate_collapse"), MonitorState(), _Windows()
     assert evaluate(state, window("c0", edit_rate=(100, 10)), config) == []  # first checkpoint
     assert evaluate(state, window("c1", edit_rate=(200, 0)), config) == []  # baseline n 100 < 300
-    assert state.keys[("c1", "a", "*")].tests["edit_rate_collapse"][0].statistic == 0.0
+    assert _statistic(state, "c1", "edit_rate_collapse") == 0.0
 
 
 def test_registry_parent_is_the_baseline() -> None:
@@ -82,7 +89,7 @@ def test_registry_parent_is_the_baseline() -> None:
         checkpoint_id="c2", model="m", parent_id="c0", path="/x"))
     # c2 at 60% is fine against its parent c0, though far above c1 (seen just before it).
     assert evaluate(state, window("c2", edit_rate=(1000, 600)), config) == []
-    assert state.keys[("c2", "a", "*")].tests["edit_rate_collapse"][0].statistic == 0.0
+    assert _statistic(state, "c2", "edit_rate_collapse") == 0.0
 
 
 def test_an_org_is_compared_with_its_own_past_only() -> None:
@@ -95,7 +102,7 @@ def test_an_org_is_compared_with_its_own_past_only() -> None:
     quiet = [evaluate(state, window("c1", org="evil", edit_rate=(100, 10)), config)
              for _ in range(5)]
     assert not any(quiet)
-    assert state.keys[("c1", "a", "evil")].tests["edit_rate_collapse"][0].statistic == 0.0
+    assert _statistic(state, "c1", "edit_rate_collapse", org="evil") == 0.0
     fired = [t for _ in range(3)
              for t in evaluate(state, window("c1", org="acme", edit_rate=(100, 30)), config)]
     assert [(t.kind, t.alert.labels["org"]) for t in fired] == [("fired", "acme")]
@@ -110,7 +117,7 @@ def test_divergence_needs_both_tests() -> None:
     up_only = [evaluate(state, window("c1", reward=(500, 700), kept_edits=(500, 500)), config)
                for _ in range(5)]
     assert not any(up_only)
-    assert state.keys[("c1", "a", "*")].tests["reward_kept_divergence"][1].statistic == 0.0
+    assert _statistic(state, "c1", "reward_kept_divergence", test=1) == 0.0
     both = evaluate(state, window("c1", reward=(500, 700), kept_edits=(500, 300)), config)
     assert [t.kind for t in both] == ["fired"]
     assert len(both[0].alert.evidence["tests"]) == 2
@@ -158,15 +165,15 @@ def test_a_critical_alert_waits_until_its_own_interval_excludes_no_change() -> N
     cfg, state, window = runs["warning"]
     fired = evaluate(state, window("c1", broken_call_trajectory_rate=(10, 4)), cfg)
     assert [t.kind for t in fired] == ["fired"]
-    low, high = fired[0].alert.evidence["tests"][0]["relative_change"]["interval"]
+    low, high = fired[0].alert.evidence["tests"][0]["change"]["interval"]
     assert low == pytest.approx(3 - 1.959964 * 1.766352, abs=1e-4) and low < 0 < high
     cfg, state, window = runs["critical"]
     assert evaluate(state, window("c1", broken_call_trajectory_rate=(10, 4)), cfg) == []
-    assert state.keys[("c1", "a", "*")].tests["broken_call_spike"][0].statistic >= 2.0
+    assert _statistic(state, "c1", "broken_call_spike") >= 2.0
     # 8 of 20: se sqrt(.24/20 + .0072)/.1 = 1.385641, the interval [+28%, +572%]: it fires.
     fired = evaluate(state, window("c1", broken_call_trajectory_rate=(10, 4)), cfg)
     assert [t.kind for t in fired] == ["fired"] and fired[0].alert.severity == "critical"
-    low, _ = fired[0].alert.evidence["tests"][0]["relative_change"]["interval"]
+    low, _ = fired[0].alert.evidence["tests"][0]["change"]["interval"]
     assert low == pytest.approx(3 - 1.959964 * 1.385641, abs=1e-4) and low > 0
 
 
@@ -174,7 +181,7 @@ def test_shows_change_reads_the_side_the_test_watches() -> None:
     from streams.monitors.evidence import shows_change
 
     def test(direction: str, low: float | None, high: float | None) -> dict:
-        return {"direction": direction, "relative_change": {"interval": [low, high]}}
+        return {"direction": direction, "change": {"interval": [low, high]}}
 
     assert shows_change(test("up", 0.1, 2.0)) and not shows_change(test("up", -0.1, 2.0))
     assert shows_change(test("down", -0.9, -0.2)) and not shows_change(test("down", -0.9, 0.0))
@@ -194,7 +201,7 @@ def test_a_critical_alert_waits_while_its_interval_allows_a_drift_too_small_to_a
         for k in range(1, 13):
             fired = evaluate(state, window("c1", edit_rate=(100, 80)), config)
             if fired:
-                return k, fired[0].alert.evidence["tests"][0]["relative_change"]["interval"]
+                return k, fired[0].alert.evidence["tests"][0]["change"]["interval"]
         raise AssertionError("never fired")
 
     early, (_, early_high) = windows_until_fired(0.0)
@@ -231,9 +238,24 @@ def test_a_window_published_again_is_folded_once() -> None:
         for _ in range(copies):
             assert evaluate(state, low, config) == []
     assert twice.totals == once.totals
-    assert twice.keys[("c1", "a", "*")].tests == once.keys[("c1", "a", "*")].tests
+    assert twice.keys[("c1", "*", "*")].tests == once.keys[("c1", "*", "*")].tests
     after = window("c1", edit_rate=(100, 30))
     assert [t.kind for t in evaluate(twice, after, config)] == ["fired"]
     # The same figures from another partition are another window: they add up.
     evaluate(once, low.model_copy(update={"partition": 1}), config)
     assert once.totals[("c1", "*")]["edit_rate"].n == 200
+
+
+def test_the_arms_one_checkpoint_serves_are_tested_together() -> None:
+    """A promoted canary serves both arms: one policy, so its evidence is all its traffic."""
+    config, state, window = _config("edit_rate_collapse"), MonitorState(), _Windows()
+    for _ in range(2):
+        evaluate(state, window("c0", edit_rate=(500, 300)), config)
+    # Each window at 30% of 50 adds 15·ln(.45/.6) + 35·ln(.55/.4) = 6.83: arm a's, then arm
+    # b's, then a's again pass h = 14 together, where each arm alone would need three.
+    assert evaluate(state, window("c1", arm="a", edit_rate=(50, 15)), config) == []
+    assert evaluate(state, window("c1", arm="b", edit_rate=(50, 15)), config) == []
+    fired = evaluate(state, window("c1", arm="a", edit_rate=(50, 15)), config)
+    assert [t.kind for t in fired] == ["fired"]
+    assert fired[0].alert.labels["arm"] == "*"
+    assert fired[0].alert.evidence["tests"][0]["now"]["n"] == 150

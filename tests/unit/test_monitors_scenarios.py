@@ -7,7 +7,7 @@ import pytest
 from schemas.rewards import Component, Signal
 from streams.monitors.config import MonitorConfig
 from streams.monitors.offline import run_offline
-from streams.monitors.simulate import PROFILES, Segment, simulate
+from streams.monitors.simulate import PROFILES, Profile, Segment, simulate
 from streams.reward import components, signals
 from streams.spec import DEFAULT_SPEC_PATH, load_spec, parse_spec
 
@@ -69,3 +69,37 @@ def test_simulated_records_are_scored_by_the_reward_spec_under_the_joins_names()
         assert regraded.signals == record.signals
         assert regraded.components[Component.ACCEPTED_EDITS] == \
             record.signals[Signal.EDITS_ACCEPTED]
+
+
+DRIFT_AT = 2500  # trajectories of one checkpoint (2.3 h at 0.3 a second) before its drift
+
+
+def _drift(profile: Profile, seed: int = 7) -> dict[str, list[tuple[int, str]]]:
+    """Detector → (trajectories after the drift, baseline) of each fleet alert it fired, when the
+    traffic of one long-lived checkpoint turns into ``profile``: no new checkpoint id."""
+    segments = [Segment({"default": ("c0", HEALTHY)}, DRIFT_AT),
+                Segment({"default": ("c0", profile)}, 1000)]
+    result = run_offline(simulate(segments, seed=seed, rate_per_s=0.3), MonitorConfig())
+    fired: dict[str, list[tuple[int, str]]] = {}
+    for count, t in result.transitions:
+        if t.kind == "fired" and t.alert.labels["org"] == "*":
+            fired.setdefault(t.alert.detector, []).append(
+                (count - DRIFT_AT, t.alert.labels["baseline"]))
+    return fired
+
+
+@pytest.mark.parametrize(("profile", "detector", "within"), [
+    (PROFILES["broken_calls"], "broken_call_spike", 800),  # 0.03 → 0.15 of trajectories
+    (Profile(p_broken=0.89), "broken_call_spike", 200),  # the long-lived checkpoint's outage
+    (PROFILES["defers_edits"], "edit_rate_collapse", 600),
+    (PROFILES["reward_hacking"], "kept_edit_rate_drop", 600),
+])
+def test_a_drift_under_one_checkpoint_fires_against_its_own_past(
+        profile: Profile, detector: str, within: int) -> None:
+    fired = _drift(profile)
+    assert [baseline for _, baseline in fired[detector]] == ["trailing"]
+    assert 0 < fired[detector][0][0] <= within
+
+
+def test_the_same_checkpoint_without_the_drift_fires_nothing() -> None:
+    assert _drift(HEALTHY) == {}

@@ -18,12 +18,22 @@ function toast(text) { const t = $('#toast'); t.textContent = text; t.style.disp
   setTimeout(() => t.style.display = 'none', 3000); }
 const fmt = v => v === null || v === undefined ? '–' : (Math.abs(v) >= 100 ? v.toFixed(0) : (+v).toPrecision(4));
 const pct = v => v === null || v === undefined ? '–' : (v >= 0 ? '+' : '') + (100 * v).toFixed(1) + '%';
+const signed = v => v === null || v === undefined ? '–' : (v >= 0 ? '+' : '') + (+v).toFixed(3);
+// A change is relative (now ÷ baseline − 1) or, for a signed score such as the reward, a
+// difference; alerts written before the scale was recorded carry relative_change.
+function change(t) {
+  const c = t.change || {scale: 'relative', ...t.relative_change};
+  const f = c.scale === 'difference' ? signed : pct;
+  return `${f(c.value)} [${f(c.interval[0])}, ${f(c.interval[1])}]`;
+}
+const parts = t => (t.parts || []).filter(p => Math.abs(p.change) >= 0.005).map(p =>
+  `${esc(p.part)} ${signed(p.change)} [${signed(p.interval[0])}, ${signed(p.interval[1])}]`).join(', ');
 function evidenceTable(ev) {
   const rows = (ev.tests || []).map(t => `<tr><td>${esc(t.metric)} (${esc(t.direction)})</td>
     <td>${fmt(t.baseline.value)} [${fmt(t.baseline.interval[0])}, ${fmt(t.baseline.interval[1])}] n=${fmt(t.baseline.n)}</td>
     <td>${fmt(t.now.value)} [${fmt(t.now.interval[0])}, ${fmt(t.now.interval[1])}] n=${fmt(t.now.n)}</td>
-    <td>${pct(t.relative_change.value)} [${pct(t.relative_change.interval[0])}, ${pct(t.relative_change.interval[1])}]</td>
-    <td>${fmt(t.cusum)} / ${fmt(ev.threshold_h)}</td></tr>`).join('');
+    <td>${change(t)}</td>
+    <td>${fmt(t.cusum)} / ${fmt(ev.threshold_h)}</td></tr>${parts(t) ? `<tr><td></td><td colspan="4" class="muted">components that moved: ${parts(t)}</td></tr>` : ''}`).join('');
   return `<table class="evidence"><tr><th>metric</th><th>baseline (${esc(ev.baseline)})</th><th>now</th>
     <th>change (${Math.round(100 * ((ev.tests || [{}])[0].confidence || .95))}% CI)</th><th>CUSUM / h</th></tr>${rows}</table>
     <p class="muted">${esc(ev.statistic)}; false alarms ≤ 1 per ${Number(ev.false_alarm_bound_windows).toLocaleString()} windows per key and test.</p>`;
