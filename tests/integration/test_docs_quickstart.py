@@ -11,8 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ingest_support import free_port
-from sdk_ts_support import build_sdk_ts
 
 from infra.settings import Settings
 from tests.support.doc_blocks import (
@@ -25,6 +23,8 @@ from tests.support.doc_blocks import (
     stop_process_group,
     stopped_jobs,
 )
+from tests.support.ports import free_port
+from tests.support.sdk_ts_support import build_sdk_ts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -18,13 +18,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from cdp import require_binary
-from ingest_support import TEST_KEY, read_topic
-from sdk_ts_support import SDK_TS, build_sdk_ts
 
 from infra.settings import Settings
 from serving.ingest.keys import hash_key
 from serving.ingest.process import ingest_process
+from tests.support.cdp import require_binary
+from tests.support.ingest_support import TEST_KEY, read_topic
+from tests.support.sdk_ts_support import SDK_TS, build_sdk_ts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
