@@ -44,7 +44,7 @@ def engine(
                                                    "simulate a slower accelerator."),
     tool_call_parser: ToolCallParser = typer.Option(
         "hermes", help="How calls are read when the model's chat template renders tools: "
-                       "hermes or rewardstream. Templates without tools get the <tool> format."),
+                       "hermes or rewardstream. Templates without tools get the `<tool>` format."),
     merged_adapters: int = typer.Option(
         2, min=0, help="LoRA adapters served merged at once, each in its own copy of the "
                        "weights it changes (base speed; e.g. +513 MB each for SmolLM2-135M with "

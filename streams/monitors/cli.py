@@ -29,7 +29,7 @@ alerts_app = typer.Typer(help="Alert delivery to Alertmanager and webhooks.", no
 ab_app = typer.Typer(help="A/B comparisons of arms or checkpoints.", no_args_is_help=True)
 
 _CONFIG_HELP = ("YAML/JSON file of detector settings (window_s, threshold, min_baseline_n, "
-                "auto_protect, detectors.<name>.enabled, ...); defaults without it.")
+                "auto_protect, `detectors.<name>.enabled`, ...); defaults without it.")
 
 
 def _config(path: Path | None) -> MonitorConfig:
@@ -45,7 +45,7 @@ def metrics_worker(
     loglevel: str = typer.Option("warning", help="faust worker log level"),
     datadir: Path | None = typer.Option(
         None, help="Where faust keeps the worker's local state (the tables' RocksDB files with "
-                   "--store rocksdb://); default: <app id>-data in the working directory."),
+                   "--store rocksdb://); default: `<app id>-data` in the working directory."),
 ) -> None:
     """Run the faust worker that folds rewards, events.raw and events.deadletter into windows.
 
