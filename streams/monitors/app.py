@@ -90,6 +90,8 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
     (``infra.topics.settings_replication``); ``datadir``: the worker's local state (faust's
     default, ``<app id>-data`` in the working directory, when None)."""
     prefix = settings.topic_prefix
+    if datadir is not None:
+        datadir.mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     local: dict[str, Any] = {} if datadir is None else {"datadir": str(datadir)}
     app = faust.App(
         f"{prefix}rewardstream-monitors", **faust_options(settings), **local, store=store,
