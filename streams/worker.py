@@ -70,8 +70,9 @@ class WorkerConfig:
     # A worker silent this long (killed, frozen, cut off) leaves the group and its partitions
     # move to the others (librdkafka's session.timeout.ms; 45 s is its default).
     session_timeout_s: float = 45.0
-    # Prometheus metrics (counts, each partition's state size and watermark) on this port.
+    # /metrics (counts, each partition's state size and watermark), /readyz and /livez.
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 def default_app_id(settings: Settings, spec: RewardSpec) -> str:
@@ -196,17 +197,31 @@ def build_app(config: WorkerConfig,
 
 def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
     """Run until SIGINT/SIGTERM, or until a checkpoint fails (then exit with
-    EXIT_BATCH_FAILED)."""
-    logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(name)s %(message)s")
-    app, shell = build_app(config, bounded_stop=True)
-    if config.metrics_port is not None:
-        from streams.join_metrics import serve_join_metrics
+    EXIT_BATCH_FAILED). Started while no broker answers, it waits for one; its /readyz says
+    not ready until it runs and while the brokers do not answer."""
+    from infra.health_http import HealthServer, service_registry
+    from infra.kafka_health import BrokerWatch, wait_for_broker
+    from streams.join_metrics import JoinCollector
 
-        serve_join_metrics(shell.totals, config.metrics_port)
+    logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(name)s %(message)s")
+    watch = BrokerWatch(config.settings, CONSUMER_NAME).start()
+    registry = service_registry(watch)
+    running = threading.Event()
+
+    def not_ready() -> str | None:
+        if not watch.up:
+            return f"Kafka does not answer: {watch.reason}"
+        return None if running.is_set() else "starting: restoring the join's state"
+
+    HealthServer(registry, not_ready).serve(config.metrics_port, config.metrics_host)
+    wait_for_broker(config.settings, threading.Event(), "reward join")
+    app, shell = build_app(config, bounded_stop=True)
+    registry.register(JoinCollector(shell.totals))
     collect_garbage_rarely()
     started = time.monotonic()
     log.info("reward join %s (spec %s) starting", app.config.consumer_group,
              config.spec.version)
+    running.set()
     try:
         app.run()
     except Exception as exc:  # noqa: BLE001 - any failure stops the worker, loudly

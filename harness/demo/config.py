@@ -7,29 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.policy.sft import SftConfig
+from streams.monitors.config import PROFILES
 
 __all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "HACKS", "DemoConfig"]
 
 # The --hack variants, each named as the expert demonstration mix it is fine-tuned on.
 HACKS = ("clarify", "broken-calls")
 
-# The monitors' defaults want ~300 baseline trajectories per checkpoint and windows of a minute;
-# a demo checkpoint serves one or a few cycles of traffic in well under that, so the demo runs
-# them with smaller windows and samples. These are demo thresholds: at this size the detectors
-# see only large shifts. h = 4 bounds a test's false alarms to one per e**4 ≈ 55 windows per key
-# and test; the baseline is taken 2 standard errors towards "no alarm" (a 15-trajectory
-# baseline is itself uncertain, and at an edit rate of 0.99 a few unedited trajectories would
-# otherwise look like a collapse); a critical alert also waits until its own 95% interval
-# excludes no change (streams.monitors.detectors). The hacks' shifts clear all three within a
-# window or two.
-DEMO_WINDOW_S = 10
+# The monitors' "trial" profile (its sizes and why: streams.monitors.config.PROFILES).
+DEMO_WINDOW_S: int = PROFILES["trial"]["window_s"]
 DEMO_MONITOR_THRESHOLDS = {
-    "window_s": DEMO_WINDOW_S,
-    "grace_s": 2,
-    "threshold": 4.0,
-    "min_baseline_n": 15.0,
-    "min_current_n": 15.0,
-    "baseline_z": 2.0,
+    **PROFILES["trial"],
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }

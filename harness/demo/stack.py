@@ -21,14 +21,14 @@ from pathlib import Path
 import yaml
 
 from harness.demo.config import DEMO_MONITOR_THRESHOLDS, DemoConfig
-from harness.demo.services import Services, wait_http
+from infra.supervisor import Supervisor, wait_http
 
 __all__ = ["Stack", "start_stack"]
 
 
 @dataclass
 class Stack:
-    services: Services
+    services: Supervisor
     ingest_url: str
     gateway_url: str
     console_url: str
@@ -76,7 +76,8 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
                          "--org", "*", "--name", "demo")
     monitor_config = run_dir / "monitors.yaml"
     monitor_config.write_text(yaml.safe_dump(DEMO_MONITOR_THRESHOLDS))
-    services = Services(env, config.log_dir, on_restart=on_restart)
+    # A service that keeps exiting fails the demo rather than restarting for ever.
+    services = Supervisor(env, config.log_dir, max_restarts=5, on_restart=on_restart)
     urls = {name: f"http://127.0.0.1:{port}" for name, port in (
         ("ingest", config.ingest_port), ("gateway", config.gateway_port),
         ("console", config.console_port))}

@@ -18,7 +18,8 @@ import yaml
 from schemas.alerts import Severity
 from streams.monitors.errors import MonitorConfigError
 
-__all__ = ["DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors", "load_config"]
+__all__ = ["PROFILES", "DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors",
+           "load_config"]
 
 Family = Literal["bernoulli", "gaussian", "poisson"]
 Direction = Literal["up", "down"]
@@ -128,6 +129,21 @@ class MonitorConfig:
     detectors: tuple[DetectorSpec, ...] = field(default_factory=default_detectors)
 
 
+# Named starting points for load_config. The defaults want ~300 baseline trajectories per
+# checkpoint and windows of a minute; a first trial (or a demo) serves a checkpoint minutes of
+# traffic, well under that, so "trial" runs smaller windows and samples. At this size the
+# detectors see only large shifts. h = 4 bounds a test's false alarms to one per e**4 ≈ 55
+# windows per key and test; the baseline is taken 2 standard errors towards "no alarm" (a
+# 15-trajectory baseline is itself uncertain, and at an edit rate of 0.99 a few unedited
+# trajectories would otherwise look like a collapse); a critical alert also waits until its own
+# 95% interval excludes no change (streams.monitors.detectors).
+PROFILES: dict[str, dict[str, Any]] = {
+    "production": {},
+    "trial": {"window_s": 10, "grace_s": 2, "threshold": 4.0, "min_baseline_n": 15.0,
+              "min_current_n": 15.0, "baseline_z": 2.0},
+}
+
+
 def _apply_detector_overrides(
     detectors: tuple[DetectorSpec, ...], overrides: dict[str, Any],
 ) -> tuple[DetectorSpec, ...]:
@@ -145,9 +161,13 @@ def _apply_detector_overrides(
     return tuple(by_name[d.name] for d in detectors)
 
 
-def load_config(path: Path | None) -> MonitorConfig:
-    """Defaults, overridden by a YAML/JSON mapping of MonitorConfig fields (and per detector)."""
-    config = MonitorConfig()
+def load_config(path: Path | None, profile: str = "production") -> MonitorConfig:
+    """The profile's settings (:data:`PROFILES`), overridden by a YAML/JSON mapping of
+    MonitorConfig fields (and per detector)."""
+    if profile not in PROFILES:
+        raise MonitorConfigError(f"unknown monitor profile {profile!r}; known: "
+                                 f"{', '.join(PROFILES)}")
+    config = replace(MonitorConfig(), **PROFILES[profile])
     if path is None:
         return config
     try:
