@@ -31,15 +31,17 @@ _COMMAND_MODULES = (
     "trainer.cli",
     "trainer.model_cli",
     "bench.cli",
+    "rewardstream.stack.cli",
 )
 
 app = typer.Typer(
     name="rewardstream",
     help=(
         "Event-sourced reward signals, monitors and a gated trainer for real-time RL of a coding "
-        "agent.\n\nStart here: `rewardstream kafka start`, `rewardstream topics create`, then "
-        "`rewardstream demo`. Every command reads REWARDSTREAM_* environment variables "
-        "(REWARDSTREAM_KAFKA_PORT, REWARDSTREAM_TOPIC_PREFIX, REWARDSTREAM_BOOTSTRAP_SERVERS, ...)."
+        "agent.\n\nStart here: `rewardstream up` (the platform for your own agent, "
+        "docs/quickstart.md) or `rewardstream demo`. Every command reads REWARDSTREAM_* "
+        "environment variables (REWARDSTREAM_KAFKA_PORT, REWARDSTREAM_TOPIC_PREFIX, "
+        "REWARDSTREAM_BOOTSTRAP_SERVERS, ...)."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,

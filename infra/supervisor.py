@@ -14,6 +14,7 @@ both run their services through it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,7 +31,9 @@ from typing import IO
 from infra.backoff import retry_pause_s
 from infra.errors import ServiceError
 
-__all__ = ["Service", "ServiceState", "Supervisor", "http_ready", "wait_http"]
+__all__ = ["CLI", "Service", "ServiceState", "Supervisor", "http_ready", "readiness", "wait_http"]
+
+CLI = (sys.executable, "-m", "infra.cli")  # the rewardstream command, as this Python runs it
 
 
 @dataclass
@@ -70,13 +73,26 @@ class _Slot:
     given_up: bool = False
 
 
-def http_ready(url: str, timeout_s: float = 2.0) -> bool:
-    """Whether ``url`` answers 200 now."""
+def readiness(url: str, timeout_s: float = 2.0) -> str | None:
+    """None when ``url`` (a ``/readyz``) answers 200 now, else why not: its answer's detail,
+    or that nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:  # noqa: S310 (http only)
-            return bool(answer.status == 200)
+            return None if answer.status == 200 else f"HTTP {answer.status}"
+    except urllib.error.HTTPError as exc:
+        try:
+            body = json.loads(exc.read() or b"{}")
+        except ValueError:
+            body = {}
+        detail = body.get("detail") if isinstance(body, dict) else None
+        return str(detail or body.get("status") or f"HTTP {exc.code}")
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return "not answering"
+
+
+def http_ready(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether ``url`` answers 200 now."""
+    return readiness(url, timeout_s) is None
 
 
 def wait_http(url: str, timeout_s: float, service: Service | None = None) -> None:
@@ -100,7 +116,7 @@ class Supervisor:
     def __init__(self, env: Mapping[str, str], log_dir: Path, *,
                  max_restarts: int | None = None,
                  on_restart: Callable[[str, int, int], None] | None = None,
-                 command: Sequence[str] = (sys.executable, "-m", "infra.cli"),
+                 command: Sequence[str] = CLI,
                  pause_s: tuple[float, float] = (1.0, 30.0), stable_s: float = 60.0) -> None:
         self.env = dict(env)
         self.log_dir = log_dir

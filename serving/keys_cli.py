@@ -30,7 +30,7 @@ from serving.ingest.keys import (
     new_key,
 )
 
-__all__ = ["EventTypeChoice", "make_key", "register"]
+__all__ = ["DuplicateKeyName", "EventTypeChoice", "add_key", "make_key", "register"]
 
 keys_app = typer.Typer(help="Make, list and revoke API keys (ingest, gateway, console).",
                        no_args_is_help=True)
@@ -102,6 +102,19 @@ def _write_entries(path: Path, entries: list[dict[str, Any]]) -> None:
         raise
 
 
+class DuplicateKeyName(KeyConfigError):
+    """The key file already has a key of that name."""
+
+
+def add_key(file: Path, entry: ApiKey) -> None:
+    """Add ``entry`` to the key file (made if missing; readable by its owner only)."""
+    entries = _read_entries(file) if file.exists() else []
+    if any(e.get("name") == entry.name for e in entries):
+        raise DuplicateKeyName(f"{file} already has a key named {entry.name!r}; choose another "
+                               "(rotation: the new key under a new name, then revoke the old)")
+    _write_entries(file, [*entries, entry.to_entry()])
+
+
 def _describe(entry: ApiKey) -> str:
     if entry.scope is KeyScope.CONSOLE:
         return "orgs " + ", ".join(sorted(entry.orgs))
@@ -143,12 +156,10 @@ def create(
     """
     key, entry = make_key(scope, org, name, [str(t) for t in types], rate_per_s, burst)
     if file is not None:
-        entries = _read_entries(file) if file.exists() else []
-        if any(e.get("name") == entry.name for e in entries):
-            raise typer.BadParameter(f"{file} already has a key named {entry.name!r}; choose "
-                                     "another (rotation: the new key under a new name, then "
-                                     "revoke the old)", param_hint="--name")
-        _write_entries(file, [*entries, entry.to_entry()])
+        try:
+            add_key(file, entry)
+        except DuplicateKeyName as exc:
+            raise typer.BadParameter(str(exc), param_hint="--name") from None
     typer.echo(f"key:   {key}")
     typer.echo(f"entry: {json.dumps(entry.to_entry())}")
     if file is not None:

@@ -48,7 +48,8 @@ def worker(
     At-least-once; records are keyed by org, trajectory and spec version, so a restart may
     repeat a record but never changes one. Start more workers with the same settings to spread
     the partitions. A checkpoint that cannot be completed stops the worker (exit code 70)
-    before its offsets are committed; start it again once the cause is fixed.
+    before its offsets are committed, and so do two minutes without a broker; started again
+    (`rewardstream up` does it), it waits for a broker and repeats what was not committed.
 
     Changed with the move from faust: --store is gone (state is always RocksDB with a
     changelog topic); --batch-max now bounds a checkpoint; --commit-interval-s and
@@ -90,6 +91,7 @@ def archive(
     from streams.archive import ARCHIVE_FIGURES, ArchiveTotals, archive_topic
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # its connections and fetches
     settings = load_settings()
     if stop_at_end:
         rows = archive_topic(settings, out, flush_interval_s=flush_interval_s,

@@ -12,9 +12,11 @@ rebalances the partitions, and a partition's state moves with it through its cha
 
 A checkpoint that cannot be completed (Kafka refuses an output, or does not acknowledge it
 within ``output_timeout_s``) stops the worker: its offsets are not committed, so the next start
-repeats it, and the process exits with :data:`EXIT_BATCH_FAILED`. Stopping is bounded: after
-SIGTERM, SIGINT or a failure, the process exits within ``shutdown_timeout_s`` whatever it is
-still waiting for.
+repeats it, and the process exits with :data:`EXIT_BATCH_FAILED`; so does a worker no broker
+answered for two minutes. Either is a crash-only stop: started again (``rewardstream up``
+does), a worker waits until a broker answers and repeats what was not committed. Stopping is
+bounded: after SIGTERM, SIGINT or a failure, the process exits within ``shutdown_timeout_s``
+whatever it is still waiting for.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ __all__ = [
 log = logging.getLogger("rewardstream.worker")
 
 EXIT_BATCH_FAILED = 70  # EX_SOFTWARE: a checkpoint could not be completed
+# After this long without an answering broker the application stops: Quix's clients are made
+# again only by a new start (its own default; a supervisor starts the worker again, and a
+# worker started while no broker answers waits for one).
+_BROKER_AWAY_S = 120.0
 _CHANGELOG_VISIBLE_S = 30.0
 
 
@@ -173,6 +179,7 @@ def build_app(config: WorkerConfig,
         # Never delete local state on its own: the source keeps everything, so an offset
         # below the log's start is an operator's error to look at.
         auto_recover_from_source_offset_out_of_range=False,
+        broker_availability_timeout=_BROKER_AWAY_S,
         consumer_extra_config={
             "session.timeout.ms": int(config.session_timeout_s * 1000),
             "max.partition.fetch.bytes": config.fetch_max_bytes_per_partition,
@@ -199,6 +206,8 @@ def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
     """Run until SIGINT/SIGTERM, or until a checkpoint fails (then exit with
     EXIT_BATCH_FAILED). Started while no broker answers, it waits for one; its /readyz says
     not ready until it runs and while the brokers do not answer."""
+    from quixstreams.kafka.exceptions import KafkaBrokerUnavailableError
+
     from infra.health_http import HealthServer, service_registry
     from infra.kafka_health import BrokerWatch, wait_for_broker
     from streams.join_metrics import JoinCollector
@@ -224,6 +233,13 @@ def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
     running.set()
     try:
         app.run()
+    except KafkaBrokerUnavailableError as exc:
+        shell.totals.failure = f"{type(exc).__name__}: {exc}"
+        log.critical("reward join stopped: no broker answered it for %.0f s, and the Kafka "
+                     "clients are made again only by a new start; it waits for a broker and "
+                     "repeats what was not committed (%s)", _BROKER_AWAY_S, shell.pending())
+        logging.shutdown()
+        raise SystemExit(EXIT_BATCH_FAILED) from None
     except Exception as exc:  # noqa: BLE001 - any failure stops the worker, loudly
         shell.totals.failure = f"{type(exc).__name__}: {exc}"
         log.critical(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
 from schemas.toolcalls import SYNTAXES
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def engine(
     served_model_name: str = typer.Option(None, help="Name clients use for the base model "
                                                      "(default: the directory's name)."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8001, help="Port to listen on."),
+    port: int = typer.Option(DEFAULT_PORTS["engine"], help="Port to listen on."),
     dtype: str = typer.Option("float32", help="torch dtype of the weights."),
     device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda:0."),
     token_delay_ms: float = typer.Option(0.0, help="Sleep after each generated token, to "

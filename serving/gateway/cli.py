@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
+
 
 class EventsTo(StrEnum):
     kafka = "kafka"
@@ -25,7 +27,7 @@ def gateway(
     backend_api_key: str = typer.Option(None, envvar="REWARDSTREAM_BACKEND_API_KEY",
                                         help="Bearer token for the backend (vllm --api-key)."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8000, help="Port to listen on."),
+    port: int = typer.Option(DEFAULT_PORTS["gateway"], help="Port to listen on."),
     arms: str = typer.Option("production=1", help="A/B split of non-holdout users: name=weight "
                              "or name:target=weight; targets are production, candidate, canary, "
                              "base or a checkpoint id. E.g. production=0.9,canary=0.1"),

@@ -7,12 +7,14 @@ import json
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
+
 __all__ = ["register"]
 
 
 def ingest(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on (0.0.0.0 for all)."),
-    port: int = typer.Option(8400, help="TCP port."),
+    port: int = typer.Option(DEFAULT_PORTS["ingest"], help="TCP port."),
 ) -> None:
     """Run the ingest HTTP API: POST /v1/events appends validated events to events.raw.
 

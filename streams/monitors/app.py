@@ -25,6 +25,7 @@ skipped.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -205,6 +206,7 @@ def run_metrics_worker(settings: Settings, config: MonitorConfig, *, store: str,
     waits for one."""
     from infra.health_http import FiguresCollector, HealthServer, service_registry
     from infra.kafka_health import BrokerWatch, wait_for_broker
+    from infra.log_filters import RepeatLimiter
     from infra.topics import settings_replication
 
     watch = BrokerWatch(settings, CONSUMER_NAME).start()
@@ -226,5 +228,11 @@ def run_metrics_worker(settings: Settings, config: MonitorConfig, *, store: str,
         async def on_startup_finished(self) -> None:
             await super().on_startup_finished()
             started.set()
+
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            super().on_setup_root_logger(logger, level)
+            repeats = RepeatLimiter(("aiokafka",))  # while Kafka is away: lines a second
+            for handler in logger.handlers:
+                handler.addFilter(repeats)
 
     Worker(app, loglevel=loglevel).execute_from_commandline()

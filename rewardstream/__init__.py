@@ -1,0 +1,1 @@
+"""rewardstream's composition root: what brings every package together."""
