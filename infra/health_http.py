@@ -58,6 +58,9 @@ class Figure:
     kind: Literal["counter", "gauge"]
     help: str
     label: str | None = None
+    # The label's known values, reported as 0 until counted: a series that exists from the
+    # start lets rate() and dashboards see its first increase.
+    values: tuple[str, ...] = ()
 
 
 class FiguresCollector(Collector):
@@ -75,7 +78,8 @@ class FiguresCollector(Collector):
                 yield family_type(figure.name, figure.help, value=float(value))
                 continue
             family = family_type(figure.name, figure.help, labels=[figure.label])
-            for label, number in sorted(dict(value).items()):
+            counted = {**dict.fromkeys(figure.values, 0.0), **dict(value)}
+            for label, number in sorted(counted.items()):
                 family.add_metric([str(label)], float(number))
             yield family
 

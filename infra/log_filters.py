@@ -34,3 +34,12 @@ class RepeatLimiter(logging.Filter):
             record.msg, record.args = (f"{record.getMessage()} ({held} more like this in the "
                                        f"last {now - when:.0f} s)"), ()
         return True
+
+
+def limit_repeats(loggers: tuple[str, ...] = ("aiokafka", "kafka"),
+                  root: logging.Logger | None = None) -> None:
+    """Hold back the repeats of ``loggers``' lines on every handler of the root logger (the
+    handlers see the lines their descendants propagate; a logger's own filters would not)."""
+    repeats = RepeatLimiter(loggers)
+    for handler in (root or logging.getLogger()).handlers:
+        handler.addFilter(repeats)

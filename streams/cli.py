@@ -86,12 +86,14 @@ def archive(
     import logging
 
     from infra.health_http import FiguresCollector
+    from infra.log_filters import limit_repeats
     from infra.service_run import run_service
     from infra.settings import load_settings
     from streams.archive import ARCHIVE_FIGURES, ArchiveTotals, archive_topic
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)  # its connections and fetches
+    limit_repeats()  # and, while Kafka is away, the same failure every second
     settings = load_settings()
     if stop_at_end:
         rows = archive_topic(settings, out, flush_interval_s=flush_interval_s,

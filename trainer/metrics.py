@@ -47,5 +47,6 @@ TRAINER_FIGURES = (
            "Completion tokens trained on since start"),
     Figure("rewardstream_trainer_loss", "loss", "gauge", "The last update's loss"),
     Figure("rewardstream_trainer_cycles", "cycles", "counter",
-           "Cycles closed since start, by the gate's decision", "decision"),
+           "Cycles closed since start, by the gate's decision", "decision",
+           ("promoted", "rejected", "canary")),
 )

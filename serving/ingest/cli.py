@@ -29,13 +29,18 @@ def ingest(
 
     Example: rewardstream serve ingest --port 8400; then GET /docs for the OpenAPI document.
     """
+    import logging
+
     import uvicorn
 
+    from infra.log_filters import limit_repeats
     from infra.settings import load_settings
     from serving.ingest.app import create_app
     from serving.ingest.config import load_ingest_config
 
     app = create_app(load_ingest_config(), load_settings())
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    limit_repeats()  # aiokafka logs each refused connection while Kafka is away
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 

@@ -77,9 +77,10 @@ class FoldTotals:
 FOLD_FIGURES = (
     Figure("rewardstream_monitors_records_folded", "folded", "counter",
            "Records folded into windows since start, by input (rewards, events, deadletter)",
-           "input"),
+           "input", ("rewards", "events", "deadletter")),
     Figure("rewardstream_monitors_windows_published", "published", "counter",
-           "Closed windows published on the metrics topic since start, by scope", "scope"),
+           "Closed windows published on the metrics topic since start, by scope", "scope",
+           ("rewards", "ingest")),
     Figure("rewardstream_monitors_quarantined", "quarantined", "counter",
            "Input records that were not what their topic promises, quarantined since start"),
 )
@@ -206,7 +207,7 @@ def run_metrics_worker(settings: Settings, config: MonitorConfig, *, store: str,
     waits for one."""
     from infra.health_http import FiguresCollector, HealthServer, service_registry
     from infra.kafka_health import BrokerWatch, wait_for_broker
-    from infra.log_filters import RepeatLimiter
+    from infra.log_filters import limit_repeats
     from infra.topics import settings_replication
 
     watch = BrokerWatch(settings, CONSUMER_NAME).start()
@@ -231,8 +232,6 @@ def run_metrics_worker(settings: Settings, config: MonitorConfig, *, store: str,
 
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             super().on_setup_root_logger(logger, level)
-            repeats = RepeatLimiter(("aiokafka",))  # while Kafka is away: lines a second
-            for handler in logger.handlers:
-                handler.addFilter(repeats)
+            limit_repeats(root=logger)  # while Kafka is away aiokafka logs lines a second
 
     Worker(app, loglevel=loglevel).execute_from_commandline()

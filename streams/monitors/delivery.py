@@ -126,12 +126,14 @@ class DeliveryTotals:
     open_alerts: int = 0  # open and not silenced: what Alertmanager is sent again
 
 
+_TARGETS = ("alertmanager", "webhook")
 DELIVERY_FIGURES = (
     Figure("rewardstream_alert_notifications_sent", "sent", "counter",
            "Posts to Alertmanager (alerts and silences) and to webhooks that were accepted",
-           "target"),
+           "target", _TARGETS),
     Figure("rewardstream_alert_notifications_failed", "failed", "counter",
-           "Posts to Alertmanager and to webhooks that failed after every retry", "target"),
+           "Posts to Alertmanager and to webhooks that failed after every retry", "target",
+           _TARGETS),
     Figure("rewardstream_alert_open_alerts", "open_alerts", "gauge",
            "Open alerts that are not silenced, as delivery sees them"),
 )

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import get_args
 
 from kafka.consumer.fetcher import ConsumerRecord
 
@@ -26,7 +27,7 @@ from infra.kafka_io import TopicReader, make_producer, send
 from infra.quarantine import QuarantineSink
 from infra.settings import Settings
 from schemas.alert_lifecycle import AlertState, apply
-from schemas.alerts import AlertEvent, alert_event_key
+from schemas.alerts import AlertEvent, AlertEventKind, alert_event_key
 from schemas.checkpoints import CheckpointEvent, Registry, rollback
 from schemas.metrics import MetricWindow, metric_key, read_window
 from schemas.quarantine import UnusableRecord, decode_record
@@ -55,7 +56,8 @@ DETECT_FIGURES = (
     Figure("rewardstream_detect_windows", "windows", "counter",
            "Metric windows the detectors read since start (a restart replays the topic)"),
     Figure("rewardstream_detect_alert_events", "published", "counter",
-           "Alert lifecycle events the detectors published since start, by kind", "kind"),
+           "Alert lifecycle events the detectors published since start, by kind", "kind",
+           get_args(AlertEventKind)),
     Figure("rewardstream_detect_open_alerts", "open_alerts", "gauge",
            "Alerts firing or acknowledged, as the detectors see them"),
 )
