@@ -128,8 +128,10 @@ def test_every_service_rides_out_a_three_minute_broker_outage_and_nothing_is_los
     rows = {row["name"]: row for row in final["services"]}
     restarted = {name: (row["restarts"], row["last_exit"]) for name, row in rows.items()
                  if row["restarts"]}
-    print(f"\nback ready {back_s:.0f} s after the broker restarted; restarted by up: "
-          f"{restarted or 'none'}; seen during the outage: {seen}")
+    print(f"\n{len(producer.trajectories)} trajectories, {len(producer.event_ids)} events "
+          f"sent ({stats.retries} SDK retries); every service ready {back_s:.0f} s after the "
+          f"broker restarted; restarted by up: {restarted or 'none'}; seen during the outage: "
+          f"{seen}")
     assert all(row["state"] == "running" for row in rows.values()), rows
     assert all(problem is None for problem in final["ready"].values()), final["ready"]
     # Only the reward worker may have stopped (exit 70: two minutes without a broker, or a

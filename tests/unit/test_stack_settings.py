@@ -105,3 +105,16 @@ def test_every_service_listens_on_its_own_setting_and_default_port(tmp_path: Pat
         words = entry.arguments(settings, run)
         assert str(settings[entry.port]) in words, entry.name
     assert "gateway" not in [e.name for e in enabled_services(load_stack_settings(None, env={}))]
+
+
+def test_the_operations_page_lists_every_setting_with_its_variable_and_default() -> None:
+    page = (ROOT / "docs" / "operations.md").read_text()
+    section = page[page.index("### Settings of up"):page.index("## The local broker")]
+    rows = {cells[0].strip("`"): cells for line in section.splitlines()
+            if line.startswith("| `") and (cells := [c.strip() for c in line.split("|")[1:-1]])}
+    assert set(rows) == {s.key for s in SETTINGS}
+    for setting in SETTINGS:
+        key, env, default, _ = rows[setting.key]
+        assert env == f"`{setting.env}`", setting.key
+        if setting.kind in (int, str, Path) and setting.default not in (None, ""):
+            assert default == f"`{setting.default}`", setting.key
