@@ -8,8 +8,12 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from rewardstream.stack.settings import StackSettings
 
 __all__ = ["register"]
 
@@ -19,7 +23,7 @@ _CONFIG = typer.Option(None, "--config", envvar="REWARDSTREAM_CONFIG", help="The
                        "setting's REWARDSTREAM_* variable overrides the file.")
 
 
-def _settings(config: Path | None):  # type: ignore[no-untyped-def]
+def _settings(config: Path | None) -> StackSettings:
     from rewardstream.stack.settings import load_stack_settings
 
     if config is None and Path("rewardstream.toml").exists():

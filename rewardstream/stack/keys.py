@@ -92,8 +92,8 @@ def prepare_keys(settings: StackSettings, run: RunDir, gateway: bool,
         env[first.env] = str(run.keys / f"{first.scope}-keys.json")
         say(f"{first.scope} key for {first.holder(settings)}: {path}"
             f"{' (new)' if made else ''}")
-    secret, path, made = _pseudonym_secret(run)
+    secret, secret_path, made = _pseudonym_secret(run)
     env[_SECRET_ENV] = secret
-    say(f"pseudonym secret: {path}{' (new)' if made else ''}" if path is not None
+    say(f"pseudonym secret: {secret_path}{' (new)' if made else ''}" if secret_path is not None
         else f"pseudonym secret: from {_SECRET_ENV}")
     return env
