@@ -31,7 +31,8 @@ from typing import IO
 from infra.backoff import retry_pause_s
 from infra.errors import ServiceError
 
-__all__ = ["CLI", "Service", "ServiceState", "Supervisor", "http_ready", "readiness", "wait_http"]
+__all__ = ["CLI", "Service", "ServiceState", "Supervisor", "http_ready", "pid_alive", "readiness",
+           "wait_http"]
 
 CLI = (sys.executable, "-m", "infra.cli")  # the rewardstream command, as this Python runs it
 
@@ -71,6 +72,22 @@ class _Slot:
     last_exit: int | None = None
     restart_at: float | None = None  # monotonic, while waiting out the pause
     given_up: bool = False
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, which only awaits its parent, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        # A zombie is dead for our purposes; it only awaits its parent's wait().
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+        return state != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def readiness(url: str, timeout_s: float = 2.0) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.credentials import write_private
 from rewardstream.stack.services import RunDir
 from rewardstream.stack.settings import StackSettings
 from serving.ingest.keys import ALL, KeyScope
@@ -45,19 +46,12 @@ _FIRST_KEYS = (
 )
 
 
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text + "\n")
-
-
 def _first_key(first: _FirstKey, settings: StackSettings, run: RunDir) -> tuple[Path, bool]:
     """The key's file, made (with its entry in the service's key file) unless it exists."""
     key_path = run.keys / f"{first.scope}.key"
     if key_path.exists():
         return key_path, False
-    run.keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+    run.keys.mkdir(mode=0o700, parents=True, exist_ok=True)  # before the key files in it
     name, attempt = first.name(settings), 1
     while True:  # a key file deleted by hand leaves its entry: the new key takes a new name
         label = name if attempt == 1 else f"{name}-{attempt}"
@@ -67,7 +61,7 @@ def _first_key(first: _FirstKey, settings: StackSettings, run: RunDir) -> tuple[
             break
         except DuplicateKeyName:
             attempt += 1
-    _write_private(key_path, key)
+    write_private(key_path, key + "\n")
     return key_path, True
 
 
@@ -77,7 +71,7 @@ def _pseudonym_secret(run: RunDir) -> tuple[str, Path | None, bool]:
     path = run.secrets / "pseudonym.secret"
     made = not path.exists()
     if made:
-        _write_private(path, secrets.token_hex(32))
+        write_private(path, secrets.token_hex(32) + "\n")
     return path.read_text().strip(), path, made
 
 

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.supervisor import pid_alive
+
 __all__ = ["RunState", "ServiceRow", "alive", "read_state", "stop_run", "write_state"]
 
 
@@ -59,15 +61,7 @@ def read_state(path: Path) -> RunState | None:
 
 
 def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid is not None and pid > 0 and pid_alive(pid)
 
 
 def _is_service_group(pid: int) -> bool:

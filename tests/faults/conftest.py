@@ -9,7 +9,6 @@ it cannot start and fails it under ``CI=true``.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -19,24 +18,14 @@ import pytest
 from infra import broker
 from infra.settings import Settings
 from infra.topics import create_topics
-from schemas.errors import RewardstreamError
-from tests.support.private_kafka import private_broker_settings
+from tests.support.private_kafka import private_broker_settings, started
 
 
 @pytest.fixture(scope="session")
 def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    settings = private_broker_settings(tmp_path_factory.mktemp("fault-cluster"), 3)
-    try:
-        broker.start(settings)
-    except RewardstreamError as exc:
-        broker.stop(settings)
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the fault suite's cluster is required under CI=true: {exc}")
-        pytest.skip(f"no three-node cluster: {exc}")
-    try:
+    with started(private_broker_settings(tmp_path_factory.mktemp("fault-cluster"), 3),
+                 "the fault suite's three-node cluster") as settings:
         yield settings
-    finally:
-        broker.stop(settings)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ trajectory has its reward record."""
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
@@ -21,10 +20,9 @@ from harness.sdk import Telemetry, Trajectory
 from infra import broker
 from infra.kafka_io import read_topic
 from infra.settings import Settings
-from schemas.errors import RewardstreamError
 from schemas.events import parse_event
 from streams.sources import read_records
-from tests.support.private_kafka import private_broker_settings
+from tests.support.private_kafka import private_broker_settings, started
 from tests.support.up_stack import UpStack, start_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -36,18 +34,8 @@ _POLL_S = 10.0
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[Settings]:
     """A broker of this test's alone: it is killed."""
-    settings = private_broker_settings(tmp_path / "kafka", 1)
-    try:
-        broker.start(settings)
-    except RewardstreamError as exc:
-        broker.stop(settings)
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Kafka is required under CI=true but could not start: {exc}")
-        pytest.skip(f"no Kafka broker: {exc}")
-    try:
+    with started(private_broker_settings(tmp_path / "kafka", 1), "a Kafka broker") as settings:
         yield settings
-    finally:
-        broker.stop(settings)
 
 
 class _Producer(threading.Thread):

@@ -8,32 +8,28 @@ from __future__ import annotations
 import os
 import random
 import re
-import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaConnectionError
 
 from infra import broker
+from infra.ports import port_free
 from infra.settings import Settings
+from schemas.errors import RewardstreamError
 from schemas.topics import topic_name
 
 __all__ = ["leader_and_isr", "local_broker_env", "ports_free", "private_broker_settings",
-           "replication_report", "wait_in_sync", "wait_led_without"]
+           "replication_report", "started", "wait_in_sync", "wait_led_without"]
 
 
 def ports_free(ports: list[int]) -> bool:
-    """Nothing listens on these ports and a server could bind each now (as the broker does,
-    with SO_REUSEADDR: connections that just closed may linger in TIME_WAIT)."""
-    for port in ports:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
+    """Nothing listens on these ports and a server could bind each now."""
+    return all(port_free(port) for port in ports)
 
 
 def local_broker_env(settings: Settings) -> dict[str, str]:
@@ -61,6 +57,23 @@ def private_broker_settings(data_dir: Path, brokers: int, **overrides: object) -
                             kafka_data_dir=data_dir, kafka_heap_mb=384, kafka_brokers=brokers,
                             **overrides)  # type: ignore[arg-type]
     raise RuntimeError(f"no {2 * brokers} consecutive free ports found")
+
+
+@contextmanager
+def started(settings: Settings, what: str) -> Iterator[Settings]:
+    """The private broker of ``settings`` started, and stopped after; when it cannot start the
+    test is skipped, or fails under ``CI=true``."""
+    try:
+        broker.start(settings)
+    except RewardstreamError as exc:
+        broker.stop(settings)
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{what} is required under CI=true but could not start: {exc}")
+        pytest.skip(f"no {what}: {exc}")
+    try:
+        yield settings
+    finally:
+        broker.stop(settings)
 
 
 def leader_and_isr(settings: Settings, name: str,
