@@ -7,17 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.policy.sft import SftConfig
-from streams.monitors.config import PROFILES
+from streams.monitors.config import CONFIG_PROFILES
 
 __all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "HACKS", "DemoConfig"]
 
 # The --hack variants, each named as the expert demonstration mix it is fine-tuned on.
 HACKS = ("clarify", "broken-calls")
 
-# The monitors' "trial" profile (its sizes and why: streams.monitors.config.PROFILES).
-DEMO_WINDOW_S: int = PROFILES["trial"]["window_s"]
+# The monitors' "trial" profile (its sizes and why: streams.monitors.config.CONFIG_PROFILES).
+DEMO_WINDOW_S: int = CONFIG_PROFILES["trial"]["window_s"]
 DEMO_MONITOR_THRESHOLDS = {
-    **PROFILES["trial"],
+    **CONFIG_PROFILES["trial"],
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }

@@ -18,7 +18,7 @@ import yaml
 from schemas.alerts import Severity
 from streams.monitors.errors import MonitorConfigError
 
-__all__ = ["PROFILES", "DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors",
+__all__ = ["CONFIG_PROFILES", "DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors",
            "load_config"]
 
 Family = Literal["bernoulli", "gaussian", "poisson"]
@@ -137,7 +137,7 @@ class MonitorConfig:
 # 15-trajectory baseline is itself uncertain, and at an edit rate of 0.99 a few unedited
 # trajectories would otherwise look like a collapse); a critical alert also waits until its own
 # 95% interval excludes no change (streams.monitors.detectors).
-PROFILES: dict[str, dict[str, Any]] = {
+CONFIG_PROFILES: dict[str, dict[str, Any]] = {
     "production": {},
     "trial": {"window_s": 10, "grace_s": 2, "threshold": 4.0, "min_baseline_n": 15.0,
               "min_current_n": 15.0, "baseline_z": 2.0},
@@ -162,12 +162,12 @@ def _apply_detector_overrides(
 
 
 def load_config(path: Path | None, profile: str = "production") -> MonitorConfig:
-    """The profile's settings (:data:`PROFILES`), overridden by a YAML/JSON mapping of
+    """The profile's settings (:data:`CONFIG_PROFILES`), overridden by a YAML/JSON mapping of
     MonitorConfig fields (and per detector)."""
-    if profile not in PROFILES:
+    if profile not in CONFIG_PROFILES:
         raise MonitorConfigError(f"unknown monitor profile {profile!r}; known: "
-                                 f"{', '.join(PROFILES)}")
-    config = replace(MonitorConfig(), **PROFILES[profile])
+                                 f"{', '.join(CONFIG_PROFILES)}")
+    config = replace(MonitorConfig(), **CONFIG_PROFILES[profile])
     if path is None:
         return config
     try:

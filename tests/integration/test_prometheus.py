@@ -17,9 +17,9 @@ import httpx
 import pytest
 import yaml
 
-from harness.sdk import Telemetry, Trajectory
 from infra.settings import Settings
 from rewardstream.stack.settings import SETTINGS
+from rewardstream_telemetry import Telemetry, Trajectory
 from tests.integration.ingest_support import free_port
 from tests.support.up_stack import UpStack, start_up
 
