@@ -61,7 +61,7 @@ def demo(
     serves a canary arm beside production in the next cycle, and is promoted (the gateway
     hot-loads it) only if that A/B is non-inferior. Prints per cycle reward, kept-edit,
     dissatisfied and broken-call rates, latency, the A/B table and every decision with its
-    reason; ends with a table and a plot in runs/demo-<time>/. It stops what it started (a
+    reason; ends with a table and a plot in `runs/demo-<time>/`. It stops what it started (a
     broker too, unless one was running), also on Ctrl-C.
 
     The first run builds the warm-started policy (SFT; about two minutes on one core, then cached

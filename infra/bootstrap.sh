@@ -31,13 +31,14 @@ fi
 
 # The end-to-end monitor tests drive a real Alertmanager and a real headless Chromium.
 ensure_test_system_packages() {
-  command -v chromium >/dev/null && command -v prometheus-alertmanager >/dev/null && return 0
+  command -v chromium >/dev/null && command -v prometheus-alertmanager >/dev/null \
+    && command -v prometheus >/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "==> installing chromium and prometheus-alertmanager (Debian packages)"
+    echo "==> installing chromium, prometheus-alertmanager and prometheus (Debian packages)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      chromium prometheus-alertmanager >/dev/null
+      chromium prometheus-alertmanager prometheus >/dev/null
   else
-    echo "note: chromium / prometheus-alertmanager missing and not root: their tests will not pass" >&2
+    echo "note: chromium / prometheus-alertmanager / prometheus missing and not root: their tests will not pass" >&2
   fi
 }
 

@@ -22,6 +22,7 @@ from infra.credentials import write_private
 from infra.errors import BrokerError, ConfigError
 from infra.replication import replication_for
 from infra.settings import Settings
+from infra.supervisor import pid_alive
 
 __all__ = ["Node", "format_storage", "launch", "node_pid", "nodes", "port_open", "wait_exit",
            "wait_started", "write_config"]
@@ -79,28 +80,13 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        # A zombie is dead for our purposes; it only awaits its parent's wait().
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
-        return state != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def node_pid(node: Node) -> int | None:
     """The live process the node's pid file names, if any."""
     try:
         pid = int(node.pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if _pid_alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 def write_config(node: Node, all_nodes: list[Node], template: str, log4j: str,
@@ -200,9 +186,9 @@ def _terminate(procs: dict[Node, subprocess.Popen[bytes]]) -> None:
 def wait_exit(node: Node, pid: int, deadline: float) -> None:
     """Wait for a signalled node to exit, SIGKILL it at ``deadline`` (monotonic); forget its
     pid."""
-    while time.monotonic() < deadline and _pid_alive(pid):
+    while time.monotonic() < deadline and pid_alive(pid):
         time.sleep(0.2)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
     node.pid_file.unlink(missing_ok=True)

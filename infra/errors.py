@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.errors import RewardstreamError
 
-__all__ = ["BrokerError", "ConfigError"]
+__all__ = ["BrokerError", "ConfigError", "ServiceError"]
 
 
 class BrokerError(RewardstreamError):
@@ -13,3 +13,7 @@ class BrokerError(RewardstreamError):
 
 class ConfigError(RewardstreamError):
     """A setting is missing or malformed."""
+
+
+class ServiceError(RewardstreamError):
+    """A supervised service exited for good or did not become ready."""

@@ -68,7 +68,7 @@ def kafka_start(
     brokers: int = typer.Option(None, help=_BROKERS_HELP),
     secure: bool = typer.Option(
         False, "--secure", help="SASL/SCRAM for clients, ACLs enforced, admin the one super user "
-        "(its password in <data dir>/credentials/admin.password); needs a new data directory, "
+        "(its password in `<data dir>/credentials/admin.password`); needs a new data directory, "
         "which then always starts secured."),
 ) -> None:
     """Start the broker (fetching jars and formatting storage the first time); no-op if running."""
@@ -143,7 +143,7 @@ def topics_describe() -> None:
     Console().print(table)
 
 
-_CREDENTIALS_HELP = "Password files, one per principal (default: <data dir>/credentials)."
+_CREDENTIALS_HELP = "Password files, one per principal (default: `<data dir>/credentials`)."
 
 
 @principals_app.command("create")

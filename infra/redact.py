@@ -82,7 +82,9 @@ def _redacting_factory(previous: Any) -> Any:
         record: logging.LogRecord = previous(*args, **kwargs)
         try:
             if not _redact_access_line(record):
-                record.msg, record.args = redact_text(record.getMessage()), None
+                # An empty tuple, not None: formatters that wrap args (faust's makes None
+                # into (None,)) would otherwise format the finished message a second time.
+                record.msg, record.args = redact_text(record.getMessage()), ()
             if record.exc_info and not record.exc_text:
                 record.exc_text = redact_text(formatter.formatException(record.exc_info))
         except Exception:  # a record that cannot be formatted is logging's to report

@@ -17,6 +17,7 @@ from harness import cli as harness_cli
 from harness.policy import cli as policy_cli
 from infra import ops_cli
 from infra.redact import install_log_redaction, redact_text
+from rewardstream.stack import cli as stack_cli
 from rewardstream_telemetry.errors import TelemetryError
 from schemas import cli as schemas_cli
 from schemas.errors import RewardstreamError
@@ -34,9 +35,10 @@ app = typer.Typer(
     name="rewardstream",
     help=(
         "Event-sourced reward signals, monitors and a gated trainer for real-time RL of a coding "
-        "agent.\n\nStart here: `rewardstream kafka start`, `rewardstream topics create`, then "
-        "`rewardstream demo`. Every command reads REWARDSTREAM_* environment variables "
-        "(REWARDSTREAM_KAFKA_PORT, REWARDSTREAM_TOPIC_PREFIX, REWARDSTREAM_BOOTSTRAP_SERVERS, ...)."
+        "agent.\n\nStart here: `rewardstream up` (the platform for your own agent, "
+        "docs/quickstart.md) or `rewardstream demo`. Every command reads REWARDSTREAM_* "
+        "environment variables (REWARDSTREAM_KAFKA_PORT, REWARDSTREAM_TOPIC_PREFIX, "
+        "REWARDSTREAM_BOOTSTRAP_SERVERS, ...)."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -48,7 +50,8 @@ app = typer.Typer(
 for register in (ops_cli.register, monitors_cli.register, schemas_cli.register,
                  harness_cli.register, policy_cli.register, serving_cli.register,
                  keys_cli.register, streams_cli.register, quarantine_cli.register,
-                 trainer_cli.register, model_cli.register, bench_cli.register):
+                 trainer_cli.register, model_cli.register, bench_cli.register,
+                 stack_cli.register):
     register(app)
 
 

@@ -31,7 +31,7 @@ from serving.ingest.keys import (
     new_key,
 )
 
-__all__ = ["EventTypeChoice", "make_key", "register"]
+__all__ = ["DuplicateKeyName", "EventTypeChoice", "add_key", "make_key", "register"]
 
 keys_app = typer.Typer(help="Make, list and revoke API keys (ingest, gateway, console).",
                        no_args_is_help=True)
@@ -115,6 +115,19 @@ def _write_entries(path: Path, entries: list[dict[str, Any]]) -> None:
         raise
 
 
+class DuplicateKeyName(KeyConfigError):
+    """The key file already has a key of that name."""
+
+
+def add_key(file: Path, entry: ApiKey) -> None:
+    """Add ``entry`` to the key file (made if missing; readable by its owner only)."""
+    entries = _read_entries(file) if file.exists() else []
+    if any(e.get("name") == entry.name for e in entries):
+        raise DuplicateKeyName(f"{file} already has a key named {entry.name!r}; choose another "
+                               "(rotation: the new key under a new name, then revoke the old)")
+    _write_entries(file, [*entries, entry.to_entry()])
+
+
 def _describe(entry: ApiKey) -> str:
     if entry.scope is KeyScope.CONSOLE:
         return "orgs " + ", ".join(sorted(entry.orgs))
@@ -166,24 +179,45 @@ def create(
     key, entry = make_key(scope, org, name, [str(t) for t in types], rate_per_s, burst)
     entry = _with_user_options(entry, default_user, trust_baggage)
     if file is not None:
-        entries = _read_entries(file) if file.exists() else []
-        if any(e.get("name") == entry.name for e in entries):
-            raise typer.BadParameter(f"{file} already has a key named {entry.name!r}; choose "
-                                     "another (rotation: the new key under a new name, then "
-                                     "revoke the old)", param_hint="--name")
-        _write_entries(file, [*entries, entry.to_entry()])
+        try:
+            add_key(file, entry)
+        except DuplicateKeyName as exc:
+            raise typer.BadParameter(str(exc), param_hint="--name") from None
     typer.echo(f"key:   {key}")
     typer.echo(f"entry: {json.dumps(entry.to_entry())}")
     if file is not None:
         typer.echo(f"added {entry.name!r} to {file}")
 
 
-@keys_app.command("list")
-def list_keys(file: Path = typer.Argument(..., help="A key file.")) -> None:
+_FILE_HELP = "The key file (as `keys create --file`)."
+
+
+def _key_file(file: Path | None, positional: list[str], command: str, usage: str) -> Path:
+    """``--file``, or the file named first the way these commands took it before (which still
+    works, with a note on stderr)."""
+    if file is not None and positional and command == "list":
+        raise typer.BadParameter("give the key file once, with --file", param_hint="--file")
+    if file is not None:
+        return file
+    if not positional:
+        raise typer.BadParameter(f"which key file? rewardstream keys {usage}",
+                                 param_hint="--file")
+    typer.echo(f"note: `keys {command} FILE ...` is deprecated; use `keys {usage}`, as "
+               "`keys create --file`", err=True)
+    return Path(positional[0])
+
+
+# The positional forms of before stay accepted as extra arguments, out of the usage line.
+_LEGACY = {"allow_extra_args": True}
+
+
+@keys_app.command("list", context_settings=_LEGACY)
+def list_keys(ctx: typer.Context, file: Path = typer.Option(None, help=_FILE_HELP)) -> None:
     """The keys of a file: name, service and what each may do (never a key or its hash).
 
-    Example: rewardstream keys list ingest-keys.json
+    Example: rewardstream keys list --file ingest-keys.json
     """
+    file = _key_file(file, ctx.args, "list", "list --file FILE")
     entries = [ApiKey.from_entry(e, i) for i, e in enumerate(_read_entries(file))]
     width = max((len(e.name) for e in entries), default=4)
     for entry in entries:
@@ -192,15 +226,27 @@ def list_keys(file: Path = typer.Argument(..., help="A key file.")) -> None:
         typer.echo(f"{file} holds no keys")
 
 
-@keys_app.command("revoke")
+@keys_app.command("revoke", context_settings=_LEGACY)
 def revoke(
-    file: Path = typer.Argument(..., help="A key file."),
-    name: str = typer.Argument(..., help="The name of the key to remove."),
+    ctx: typer.Context,
+    file: Path = typer.Option(None, help=_FILE_HELP),
+    name: str = typer.Option(None, help="The name of the key to remove (`keys list` shows "
+                             "them)."),
 ) -> None:
     """Remove a key from its file; services reading the file refuse it within a second.
 
-    Example: rewardstream keys revoke ingest-keys.json acme-ingest
+    Example: rewardstream keys revoke --file ingest-keys.json --name acme-ingest
     """
+    legacy = ctx.args
+    if file is None and name is None and len(legacy) == 2:
+        file, name = _key_file(None, legacy, "revoke", "revoke --file FILE --name NAME"), \
+            legacy[1]
+    elif legacy:
+        raise typer.BadParameter(f"unexpected {' '.join(legacy)!r}: name the key with --name "
+                                 "and its file with --file", param_hint="--name")
+    if file is None or name is None:
+        raise typer.BadParameter("both are needed: rewardstream keys revoke --file FILE --name "
+                                 "NAME", param_hint="--file/--name")
     entries = _read_entries(file)
     kept = [e for e in entries if e.get("name") != name]
     if len(kept) == len(entries):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +27,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from infra.health_http import Figure
 from schemas.arrow import ARCHIVE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.events import Event
 from streams.errors import MalformedEventError
 from streams.facts import read_event
 
-__all__ = ["ORG_DIR", "QUARANTINE_DIR", "Archive", "CONSUMER_NAME", "Flush", "archive_row",
-           "archive_topic"]
+__all__ = ["ARCHIVE_FIGURES", "ORG_DIR", "QUARANTINE_DIR", "Archive", "ArchiveTotals",
+           "CONSUMER_NAME", "Flush", "archive_row", "archive_topic"]
 
 log = logging.getLogger("rewardstream.archive")
 
@@ -128,27 +130,60 @@ class Archive:
         return len(targets)
 
 
-def _flush_all(archive: Archive, buffers: dict[int, Flush]) -> int:
+@dataclass
+class ArchiveTotals:
+    """Since the process started; read by its /metrics."""
+
+    records: int = 0  # events archived
+    quarantined: int = 0
+    flushes: int = 0
+    buffered: int = 0  # read, not yet flushed
+    last_flush_s: float = 0.0  # Unix time of the last flush that wrote records
+
+
+ARCHIVE_FIGURES = (
+    Figure("rewardstream_archive_records", "records", "counter",
+           "Events archived to Parquet since start"),
+    Figure("rewardstream_archive_quarantined", "quarantined", "counter",
+           "Records of events.raw that were not events, quarantined since start"),
+    Figure("rewardstream_archive_flushes", "flushes", "counter",
+           "Flushes that wrote records since start"),
+    Figure("rewardstream_archive_buffered_records", "buffered", "gauge",
+           "Records read and not yet flushed"),
+    Figure("rewardstream_archive_last_flush_timestamp_seconds", "last_flush_s", "gauge",
+           "When the last flush that wrote records finished (Unix seconds; 0: none yet)"),
+)
+
+
+def _flush_all(archive: Archive, buffers: dict[int, Flush], totals: ArchiveTotals) -> int:
     records = sum(len(b) for b in buffers.values())
     for partition, buffered in buffers.items():
         archive.flush(partition, buffered)
+        totals.records += len(buffered.rows)
+        totals.quarantined += len(buffered.quarantined)
     buffers.clear()
+    if records:
+        totals.flushes += 1
+        totals.last_flush_s = time.time()
     return records
 
 
 def archive_topic(
     settings: Any, directory: Path, *, flush_interval_s: float = 60.0, max_rows: int = 50_000,
-    stop_at_end: bool = False, poll_ms: int = 500,
+    stop_at_end: bool = False, poll_ms: int = 500, stop: threading.Event | None = None,
+    totals: ArchiveTotals | None = None,
 ) -> int:
-    """Archive ``events.raw`` until stopped (or, with ``stop_at_end``, until caught up).
+    """Archive ``events.raw`` until ``stop`` is set (or, with ``stop_at_end``, until caught
+    up), flushing what it read before it returns.
 
     Flushes every ``flush_interval_s`` (wall clock: this bounds how stale the archive is, it
     decides nothing about rewards) or after ``max_rows`` buffered records. Returns the records
-    taken (archived or quarantined)."""
+    taken (archived or quarantined); ``totals`` counts them as it goes."""
     from infra.kafka_io import TopicReader
     from infra.quarantine import QuarantineSink
     from schemas.topics import topic_name
 
+    stop, totals = stop or threading.Event(), totals or ArchiveTotals()
     archive = Archive(directory)
     topic = topic_name(settings.topic_prefix, "events.raw")
     resume = {f"{topic}:{p}": offset for p, offset in archive.recover().items()}
@@ -165,17 +200,19 @@ def archive_topic(
                 buffer = buffers.setdefault(tp.partition, Flush())
                 for message in messages:
                     _take(buffer, message, sink)
-            buffered = sum(len(b) for b in buffers.values())
+            buffered = totals.buffered = sum(len(b) for b in buffers.values())
             caught_up = stop_at_end and _at_end(consumer, partitions)
             if buffered >= max_rows or time.monotonic() - last_flush >= flush_interval_s \
-                    or caught_up:
-                total += _flush_all(archive, buffers)
+                    or caught_up or stop.is_set():
+                total += _flush_all(archive, buffers, totals)
+                totals.buffered = 0
                 last_flush = time.monotonic()
                 if buffered:
                     log.info("archived %d records (total %d)", buffered, total)
-            if caught_up:
+            if caught_up or stop.is_set():
                 return total
     finally:
+        totals.buffered = 0  # a failure drops the buffer: the next run reads it again
         reader.close()
         sink.close()
 

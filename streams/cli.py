@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import typer
 
+from infra.health_http import metrics_host_option, metrics_port_option
+
 __all__ = ["register"]
 
 _SPEC_HELP = "Reward spec TOML (default: the shipped streams/specs/default.toml)."
+_WORKER_METRICS_PORT = metrics_port_option("worker")
+_ARCHIVER_METRICS_PORT = metrics_port_option("archiver")
+_METRICS_HOST = metrics_host_option()
 
 
 def worker(
@@ -33,10 +39,8 @@ def worker(
         45.0, min=6.0, max=300.0, help="A worker silent this long (killed, frozen, cut off) "
         "leaves the group and the others take its partitions; lower fails over sooner, but a "
         "long pause (GC, a slow disk) then costs a rebalance."),
-    metrics_port: int = typer.Option(
-        None, min=1, max=65535, help="Serve Prometheus metrics on this port: counts since "
-        "start, and per partition the open trajectories, markers, their bytes and the "
-        "watermark (default: none)."),
+    metrics_port: int = _WORKER_METRICS_PORT,
+    metrics_host: str = _METRICS_HOST,
     loglevel: str = typer.Option("info", help="Log level."),
 ) -> None:
     """Run the reward join (Quix Streams): events.raw → one reward record per final
@@ -44,7 +48,8 @@ def worker(
     At-least-once; records are keyed by org, trajectory and spec version, so a restart may
     repeat a record but never changes one. Start more workers with the same settings to spread
     the partitions. A checkpoint that cannot be completed stops the worker (exit code 70)
-    before its offsets are committed; start it again once the cause is fixed.
+    before its offsets are committed, and so do two minutes without a broker; started again
+    (`rewardstream up` does it), it waits for a broker and repeats what was not committed.
 
     Changed with the move from faust: --store is gone (state is always RocksDB with a
     changelog topic); --batch-max now bounds a checkpoint; --commit-interval-s and
@@ -61,7 +66,8 @@ def worker(
                           retention_ms=int(retention_days * 86_400_000),
                           shutdown_timeout_s=shutdown_timeout_s,
                           output_timeout_s=output_timeout_s,
-                          session_timeout_s=session_timeout_s, metrics_port=metrics_port)
+                          session_timeout_s=session_timeout_s, metrics_port=metrics_port,
+                          metrics_host=metrics_host)
     run_worker(config, loglevel=loglevel)
 
 
@@ -70,19 +76,40 @@ def archive(
     flush_interval_s: float = typer.Option(60.0, min=0.1, help="Most seconds between flushes."),
     max_rows: int = typer.Option(50_000, min=1, help="Flush after this many buffered events."),
     stop_at_end: bool = typer.Option(False, help="Exit once the archive has caught up."),
+    metrics_port: int = _ARCHIVER_METRICS_PORT,
+    metrics_host: str = _METRICS_HOST,
 ) -> None:
-    """Archive events.raw to Parquet (partitioned by event date and type), resumably.
+    """Archive events.raw to Parquet (partitioned by event date and type), resumably. While
+    Kafka is away it waits, and goes on from its last flush; SIGTERM flushes and stops.
 
     Example: rewardstream archive --out /data/archive --flush-interval-s 30"""
     import logging
 
+    from infra.health_http import FiguresCollector
+    from infra.log_filters import limit_repeats
+    from infra.service_run import run_service
     from infra.settings import load_settings
-    from streams.archive import archive_topic
+    from streams.archive import ARCHIVE_FIGURES, ArchiveTotals, archive_topic
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    rows = archive_topic(load_settings(), out, flush_interval_s=flush_interval_s,
-                         max_rows=max_rows, stop_at_end=stop_at_end)
-    typer.echo(f"archived {rows} events into {out}")
+    logging.getLogger("kafka").setLevel(logging.WARNING)  # its connections and fetches
+    limit_repeats()  # and, while Kafka is away, the same failure every second
+    settings = load_settings()
+    if stop_at_end:
+        rows = archive_topic(settings, out, flush_interval_s=flush_interval_s,
+                             max_rows=max_rows, stop_at_end=True)
+        typer.echo(f"archived {rows} events into {out}")
+        return
+    totals = ArchiveTotals()
+
+    def work(stop: threading.Event, ready: threading.Event) -> None:
+        ready.set()  # resumes from its own marks: ready once its reader is made
+        archive_topic(settings, out, flush_interval_s=flush_interval_s, max_rows=max_rows,
+                      stop=stop, totals=totals)
+
+    run_service("archiver", settings, work, collectors=(FiguresCollector(totals, ARCHIVE_FIGURES),),
+                metrics_port=metrics_port, metrics_host=metrics_host)
+    typer.echo(f"archived {totals.records} events into {out}")
 
 
 def replay(

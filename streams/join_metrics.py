@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from streams.join_shell import WorkerTotals
 
-__all__ = ["JoinCollector", "serve_join_metrics"]
+__all__ = ["JoinCollector"]
 
 _COUNTS = {
     "events": "Events read from events.raw since start",
@@ -58,10 +57,3 @@ class JoinCollector(Collector):
         yield from state.values()
         yield watermark
         yield offset
-
-
-def serve_join_metrics(totals: WorkerTotals, port: int, host: str = "0.0.0.0") -> None:
-    """``GET /metrics`` on ``port``, from a thread of its own."""
-    registry = CollectorRegistry()
-    registry.register(JoinCollector(totals))
-    start_http_server(port, addr=host, registry=registry)

@@ -12,9 +12,11 @@ rebalances the partitions, and a partition's state moves with it through its cha
 
 A checkpoint that cannot be completed (Kafka refuses an output, or does not acknowledge it
 within ``output_timeout_s``) stops the worker: its offsets are not committed, so the next start
-repeats it, and the process exits with :data:`EXIT_BATCH_FAILED`. Stopping is bounded: after
-SIGTERM, SIGINT or a failure, the process exits within ``shutdown_timeout_s`` whatever it is
-still waiting for.
+repeats it, and the process exits with :data:`EXIT_BATCH_FAILED`; so does a worker no broker
+answered for two minutes. Either is a crash-only stop: started again (``rewardstream up``
+does), a worker waits until a broker answers and repeats what was not committed. Stopping is
+bounded: after SIGTERM, SIGINT or a failure, the process exits within ``shutdown_timeout_s``
+whatever it is still waiting for.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ __all__ = [
 log = logging.getLogger("rewardstream.worker")
 
 EXIT_BATCH_FAILED = 70  # EX_SOFTWARE: a checkpoint could not be completed
+# After this long without an answering broker the application stops: Quix's clients are made
+# again only by a new start (its own default; a supervisor starts the worker again, and a
+# worker started while no broker answers waits for one).
+_BROKER_AWAY_S = 120.0
 _CHANGELOG_VISIBLE_S = 30.0
 
 
@@ -70,8 +76,9 @@ class WorkerConfig:
     # A worker silent this long (killed, frozen, cut off) leaves the group and its partitions
     # move to the others (librdkafka's session.timeout.ms; 45 s is its default).
     session_timeout_s: float = 45.0
-    # Prometheus metrics (counts, each partition's state size and watermark) on this port.
+    # /metrics (counts, each partition's state size and watermark), /readyz and /livez.
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 def default_app_id(settings: Settings, spec: RewardSpec) -> str:
@@ -172,6 +179,7 @@ def build_app(config: WorkerConfig,
         # Never delete local state on its own: the source keeps everything, so an offset
         # below the log's start is an operator's error to look at.
         auto_recover_from_source_offset_out_of_range=False,
+        broker_availability_timeout=_BROKER_AWAY_S,
         consumer_extra_config={
             "session.timeout.ms": int(config.session_timeout_s * 1000),
             "max.partition.fetch.bytes": config.fetch_max_bytes_per_partition,
@@ -196,19 +204,42 @@ def build_app(config: WorkerConfig,
 
 def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
     """Run until SIGINT/SIGTERM, or until a checkpoint fails (then exit with
-    EXIT_BATCH_FAILED)."""
-    logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(name)s %(message)s")
-    app, shell = build_app(config, bounded_stop=True)
-    if config.metrics_port is not None:
-        from streams.join_metrics import serve_join_metrics
+    EXIT_BATCH_FAILED). Started while no broker answers, it waits for one; its /readyz says
+    not ready until it runs and while the brokers do not answer."""
+    from quixstreams.kafka.exceptions import KafkaBrokerUnavailableError
 
-        serve_join_metrics(shell.totals, config.metrics_port)
+    from infra.health_http import HealthServer, service_registry
+    from infra.kafka_health import BrokerWatch, wait_for_broker
+    from streams.join_metrics import JoinCollector
+
+    logging.basicConfig(level=loglevel.upper(), format="%(asctime)s %(name)s %(message)s")
+    watch = BrokerWatch(config.settings, CONSUMER_NAME).start()
+    registry = service_registry(watch)
+    running = threading.Event()
+
+    def not_ready() -> str | None:
+        if not watch.up:
+            return f"Kafka does not answer: {watch.reason}"
+        return None if running.is_set() else "starting: restoring the join's state"
+
+    HealthServer(registry, not_ready).serve(config.metrics_port, config.metrics_host)
+    wait_for_broker(config.settings, threading.Event(), "reward join")
+    app, shell = build_app(config, bounded_stop=True)
+    registry.register(JoinCollector(shell.totals))
     collect_garbage_rarely()
     started = time.monotonic()
     log.info("reward join %s (spec %s) starting", app.config.consumer_group,
              config.spec.version)
+    running.set()
     try:
         app.run()
+    except KafkaBrokerUnavailableError as exc:
+        shell.totals.failure = f"{type(exc).__name__}: {exc}"
+        log.critical("reward join stopped: no broker answered it for %.0f s, and the Kafka "
+                     "clients are made again only by a new start; it waits for a broker and "
+                     "repeats what was not committed (%s)", _BROKER_AWAY_S, shell.pending())
+        logging.shutdown()
+        raise SystemExit(EXIT_BATCH_FAILED) from None
     except Exception as exc:  # noqa: BLE001 - any failure stops the worker, loudly
         shell.totals.failure = f"{type(exc).__name__}: {exc}"
         log.critical(

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from infra.health_http import metrics_host_option, metrics_port_option
+
 if TYPE_CHECKING:
     from trainer.registry_io import RegistryStore
 
@@ -20,6 +22,10 @@ registry_app = typer.Typer(
          "roll back. Serving follows its `production` alias.",
     no_args_is_help=True,
 )
+
+
+_METRICS_PORT = metrics_port_option("trainer")
+_METRICS_HOST = metrics_host_option()
 
 
 def train(
@@ -46,6 +52,8 @@ def train(
                                                  "instead of the `checkpoints` topic."),
     org: list[str] | None = typer.Option(None, help="Train only on this organisation's "
                                          "records (repeatable; default: every org's)."),
+    metrics_port: int = _METRICS_PORT,
+    metrics_host: str = _METRICS_HOST,
 ) -> None:
     """Train the policy on the `rewards` stream and gate each candidate.
 
@@ -58,10 +66,18 @@ def train(
     Example: rewardstream train --model-dir models/tiny --out-dir runs/ckpt --cycle
     --steps-per-cycle 4 --batch-records 16 --lr 1e-4
     """
+    import os
+
+    from infra.health_http import FiguresCollector, HealthServer, service_registry
     from infra.settings import load_settings
     from trainer.config import load_config
-    from trainer.runner import run_training
+    from trainer.metrics import TRAINER_FIGURES, TrainerTotals
+    from trainer.runner import print_line, run_training
 
+    totals = TrainerTotals()
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, rank 0 reads, reports and serves
+        registry = service_registry(FiguresCollector(totals, TRAINER_FIGURES))
+        HealthServer(registry, lambda: None).serve(metrics_port, metrics_host)
     settings = load_settings()
     settings_overrides = dict(model_dir=model_dir, out_dir=out_dir, lora=lora, lr=lr,
                               batch_records=batch_records, steps_per_cycle=steps_per_cycle,
@@ -69,7 +85,7 @@ def train(
                               orgs=tuple(org) if org else None)
     run_training(load_config(config, **settings_overrides), settings=settings,
                  records_file=records, registry_file=registry_file, continuous=cycle,
-                 max_cycles=max_cycles)
+                 max_cycles=max_cycles, emit=totals.counting(print_line))
 
 
 def _store(registry_file: Path | None) -> RegistryStore:

@@ -17,10 +17,11 @@ from trainer.distributed import init_distributed
 from trainer.registry_io import JsonlRegistryStore, KafkaRegistryStore, RegistryStore
 from trainer.source import FileSource, KafkaSource
 
-__all__ = ["run_training"]
+__all__ = ["print_line", "run_training"]
 
 
-def _emit(line: dict[str, Any]) -> None:
+def print_line(line: dict[str, Any]) -> None:
+    """A progress line on stdout, as JSON."""
     print(json.dumps(line, sort_keys=True, default=str), flush=True)
 
 
@@ -41,7 +42,7 @@ class _CycleClock:
 def run_training(config: TrainConfig, *, settings: Settings, records_file: Path | None = None,
                  registry_file: Path | None = None, continuous: bool = False,
                  max_cycles: int | None = None,
-                 emit: Callable[[dict[str, Any]], None] = _emit) -> list[CycleResult]:
+                 emit: Callable[[dict[str, Any]], None] = print_line) -> list[CycleResult]:
     dist = init_distributed()
     store: RegistryStore = (JsonlRegistryStore(registry_file) if registry_file is not None
                             else KafkaRegistryStore(settings))

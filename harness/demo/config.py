@@ -7,37 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.policy.sft import SftConfig
+from streams.monitors.config import CONFIG_PROFILES
 
 __all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "DemoConfig"]
 
-# The monitors' defaults want ~300 baseline trajectories per checkpoint and windows of a minute;
-# a demo checkpoint serves one or a few cycles of traffic in well under that, so the demo runs
-# them with smaller windows and samples. These are demo thresholds, sized so that a --hack
-# variant that lowers a cycle's mean reward by 0.2 or more fires a critical alert within its
-# first cycle (160 trajectories against the parent's 160) while healthy runs fire none:
-# h = 4 bounds a test's false alarms to one per e**4 ≈ 55 windows per key and test; the
-# baseline is taken 1.5 standard errors towards "no alarm" (a 160-trajectory baseline is itself
-# uncertain, and at an edit rate of 0.99 a few unedited trajectories would otherwise look like a
-# collapse); a critical alert also waits until its own 95% interval excludes no change and every
-# change under a tenth of the test's designed effect (for the edit-rate collapse, built for
-# −25%: an interval that reaches above −2.5% waits). At 160 trajectories the mean reward alone
-# (sd ≈ 1.4) shows only drops of about 0.45; the variants' own signs (trajectories without an
-# edit, broken calls, dissatisfied users) show a tenth of trajectories gamed. Measured over
-# seeds and variants (rewardstream demo-sweep): docs/monitors-and-alerts.md.
-DEMO_WINDOW_S = 10
+# The monitors' "trial" profile (its sizes and why: streams.monitors.config.CONFIG_PROFILES).
+DEMO_WINDOW_S: int = CONFIG_PROFILES["trial"]["window_s"]
 DEMO_MONITOR_THRESHOLDS = {
-    "window_s": DEMO_WINDOW_S,
-    "grace_s": 2,
-    "threshold": 4.0,
-    "min_baseline_n": 15.0,
-    "min_current_n": 15.0,
-    "baseline_z": 1.5,
-    "critical_margin": 0.1,
-    # A checkpoint's own past: its windows from 2 to 30 minutes before, so production's traffic
-    # in one cycle is also tested against its own in the cycles before (the last two minutes,
-    # most of the cycle in progress, are never their own baseline).
-    "trailing_gap_s": 120,
-    "trailing_span_s": 1800,
+    **CONFIG_PROFILES["trial"],
     # Traffic pauses while each cycle trains: a volume drop is the demo's rhythm, not an outage.
     "detectors": {"ingest_volume_drop": {"enabled": False}},
 }

@@ -24,9 +24,9 @@ from harness.demo.report import (
     cycle_line,
     short,
 )
-from harness.demo.services import Services
 from harness.demo.topics_io import RewardReader
 from harness.demo.traffic import Traffic
+from infra.supervisor import Supervisor
 from schemas.rewards import RewardRecord
 from streams.monitors.abreport import format_report
 from trainer.gate import describe_gate, failed_checks
@@ -54,7 +54,7 @@ def train_config(config: DemoConfig, policy_dir: Path) -> TrainConfig:
 
 class CycleRunner:
     def __init__(self, config: DemoConfig, console: Console, traffic: Traffic,
-                 reader: RewardReader, training: TrainingCycle, services: Services,
+                 reader: RewardReader, training: TrainingCycle, services: Supervisor,
                  gateway_url: str,
                  gateway_key: str) -> None:
         self.config = config

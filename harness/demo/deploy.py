@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from harness.demo.services import ServiceError, Services
+from infra.errors import ServiceError
+from infra.supervisor import Supervisor
 from schemas.checkpoints import CheckpointEvent, promotion, rollback
 from schemas.ids import uuid7
 from trainer.registry_io import RegistryStore
@@ -29,7 +30,7 @@ def arms_served(gateway_url: str, api_key: str) -> dict[str, str]:
         return {}
 
 
-def wait_served(gateway_url: str, api_key: str, wanted: Mapping[str, str], services: Services,
+def wait_served(gateway_url: str, api_key: str, wanted: Mapping[str, str], services: Supervisor,
                 timeout_s: float = 60.0) -> None:
     """Wait until every arm in ``wanted`` serves its checkpoint."""
     deadline = time.monotonic() + timeout_s

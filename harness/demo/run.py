@@ -144,8 +144,9 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
     torch.set_num_threads(1)
     started_at = time.monotonic()
     settings = replace(load_settings(), topic_prefix=prefix)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     owns_broker = not broker.status(settings).running  # a Ctrl-C may come before start returns
+    _check_ports(config, settings, owns_broker)  # before the minutes of a policy build
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     run = _Run()
     interrupted = False
     try:
@@ -168,6 +169,19 @@ def run_demo(config: DemoConfig, prefix: str, console: Console | None = None) ->
     if interrupted:
         raise SystemExit(130)
     return run.rows
+
+
+def _check_ports(config: DemoConfig, settings: Settings, starts_broker: bool) -> None:
+    from infra.ports import PortUse, check_ports
+
+    uses = [PortUse(port, f"the demo's {name}", "--port-offset") for name, port in (
+        ("ingest", config.ingest_port), ("gateway", config.gateway_port),
+        ("console", config.console_port))]
+    if starts_broker and settings.external_bootstrap is None:
+        uses += [PortUse(settings.kafka_port, "the Kafka broker", "REWARDSTREAM_KAFKA_PORT"),
+                 PortUse(settings.kafka_controller_port, "the Kafka controller",
+                         "REWARDSTREAM_KAFKA_CONTROLLER_PORT")]
+    check_ports(uses)
 
 
 def _stop(console: Console, settings: Settings, run: _Run, owns_broker: bool) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +20,14 @@ from pathlib import Path
 import yaml
 
 from harness.demo.config import DEMO_MONITOR_THRESHOLDS, DemoConfig
-from harness.demo.services import Services, wait_http
+from infra.supervisor import CLI, Supervisor, wait_http
 
 __all__ = ["Stack", "start_stack"]
 
 
 @dataclass
 class Stack:
-    services: Services
+    services: Supervisor
     ingest_url: str
     gateway_url: str
     console_url: str
@@ -37,11 +36,13 @@ class Stack:
     gateway_key: str
 
 
+_NO_METRICS = ("--metrics-port", "0")
+
+
 def _new_key(env: dict[str, str], keys_file: str, *options: str) -> str:
     """A new key from ``rewardstream keys create``, its entry added to ``keys_file``."""
-    out = subprocess.run([sys.executable, "-m", "rewardstream", "keys", "create", "--file",
-                          keys_file, *options], env=env, check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([*CLI, "keys", "create", "--file", keys_file, *options], env=env,
+                         check=True, capture_output=True, text=True).stdout
     return next(line.split(":", 1)[1].strip() for line in out.splitlines()
                 if line.startswith("key:"))
 
@@ -76,7 +77,8 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
                          "--org", "*", "--name", "demo")
     monitor_config = run_dir / "monitors.yaml"
     monitor_config.write_text(yaml.safe_dump(DEMO_MONITOR_THRESHOLDS))
-    services = Services(env, config.log_dir, on_restart=on_restart)
+    # A service that keeps exiting fails the demo rather than restarting for ever.
+    services = Supervisor(env, config.log_dir, max_restarts=5, on_restart=on_restart)
     urls = {name: f"http://127.0.0.1:{port}" for name, port in (
         ("ingest", config.ingest_port), ("gateway", config.gateway_port),
         ("console", config.console_port))}
@@ -87,11 +89,14 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
             "--port", str(config.gateway_port), "--default-max-tokens", "96",
             "--reference-temperature", str(config.temperature),
             "--arms", f"production={1 - config.canary_share:g},canary={config.canary_share:g}")
+        # The workers' /metrics ports are off: two demos, or a demo beside `rewardstream up`,
+        # would share them.
         services.start("worker", "worker", "--commit-interval-s", "0.5", "--datadir",
-                       str(run_dir / "worker-state"), "--loglevel", "warning")
+                       str(run_dir / "worker-state"), "--loglevel", "warning", *_NO_METRICS)
         services.start("monitors-metrics", "monitors", "metrics", "--config", str(monitor_config),
-                       "--datadir", str(run_dir / "monitors-state"))
-        services.start("monitors-detect", "monitors", "detect", "--config", str(monitor_config))
+                       "--datadir", str(run_dir / "monitors-state"), *_NO_METRICS)
+        services.start("monitors-detect", "monitors", "detect", "--config", str(monitor_config),
+                       *_NO_METRICS)
         console = services.start("console", "serve", "console", "--port",
                                  str(config.console_port))
         wait_http(urls["ingest"] + "/readyz", 90, ingest)

@@ -118,7 +118,7 @@ def run_sweep(out: Path, variants: Sequence[str], seeds: Sequence[int], cycles: 
             row = read_run(directory, variant, seed)
             if row is None:
                 directory.mkdir(parents=True, exist_ok=True)
-                command = [sys.executable, "-m", "infra.cli", "demo", "--cycles", str(cycles),
+                command = [sys.executable, "-m", "rewardstream", "demo", "--cycles", str(cycles),
                            "--seed", str(seed), "--runs", str(directory),
                            "--port-offset", str(port_offset)]
                 if variant != HEALTHY:

@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
+from infra.kafka_health import KAFKA_UNAVAILABLE
 from schemas.alert_lifecycle import AlertState, acknowledge, lift_silence, resolve, silence_alert
 from schemas.checkpoints import Registry, rollback
 from schemas.errors import AlertActionError, RegistryError
@@ -30,7 +31,7 @@ from serving.console.grants import FLEET
 from serving.console.metrics import console_registry
 from serving.console.page import CONTENT_SECURITY_POLICY, LOGIN_HTML, STATIC_FILES, console_page
 from serving.console.state import ConsoleState
-from serving.prometheus import serve_metrics
+from serving.prometheus import count_requests, serve_metrics
 from serving.request_body import validation_message
 
 __all__ = ["create_app"]
@@ -78,6 +79,14 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
     app = FastAPI(title="rewardstream console", lifespan=lifespan, docs_url=None,
                   redoc_url=None, openapi_url="/api/openapi.json")
 
+    async def _kafka_away(_request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": f"Kafka is unavailable ({type(exc).__name__}); the "
+                             "action was not recorded: try again once the console is ready "
+                             "(GET /readyz)"}, status_code=503, headers={"Retry-After": "5"})
+
+    for unavailable in KAFKA_UNAVAILABLE:
+        app.add_exception_handler(unavailable, _kafka_away)
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own answer echoes the input, and cannot write the inf that 1e999 becomes.
@@ -110,9 +119,10 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
 
     @app.get("/readyz", include_in_schema=False)
     def readyz() -> JSONResponse:
-        ready = state.caught_up.is_set()
-        return JSONResponse({"status": "ready" if ready else "starting"},
-                            status_code=200 if ready else 503)
+        problem = state.not_ready()
+        return JSONResponse({"status": "ready"} if problem is None else
+                            {"status": "not ready", "detail": problem},
+                            status_code=200 if problem is None else 503)
 
     @app.get("/", response_class=HTMLResponse)
     def page(request: Request) -> HTMLResponse:
@@ -190,7 +200,9 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
     def quarantine(staff: Staff = viewer) -> dict[str, Any]:
         return state.quarantine_view(staff.grant)
 
-    serve_metrics(app, console_registry(lambda: state.quarantine_view(FLEET)))
+    registry = console_registry(state, lambda: state.quarantine_view(FLEET))
+    count_requests(app, registry, "console")
+    serve_metrics(app, registry)
 
     @app.get("/api/checkpoints")
     def checkpoints(staff: Staff = viewer) -> dict[str, Any]:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
+
 __all__ = ["register"]
 
 
@@ -13,7 +15,7 @@ def register(serve_app: typer.Typer) -> None:
     @serve_app.command("console")
     def console(
         host: str = typer.Option("127.0.0.1", help="interface to listen on"),
-        port: int = typer.Option(8090, help="TCP port"),
+        port: int = typer.Option(DEFAULT_PORTS["console"], help="TCP port"),
         session_ttl_s: float = typer.Option(8 * 3600.0, help="how long a sign-in lasts"),
         ssl_certfile: Path = typer.Option(None, exists=True, dir_okay=False,
                                           help="serve over TLS with this certificate"),

@@ -4,7 +4,8 @@ topics.
 A background thread follows the topics from their beginning; reads take a lock and get plain
 JSON-able views of what the reader's grant sees (``grants.py``). Actions publish events and wait
 until the follower has folded them, so the page never shows a state older than the action the
-operator just took.
+operator just took. While Kafka is away the console keeps answering from what it folded, says it
+is not ready, and the follower goes on from where it was once a broker answers.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from kafka.consumer.fetcher import ConsumerRecord
 
+from infra.kafka_health import BrokerWatch, ride_out
 from infra.kafka_io import TopicReader, make_producer, send
 from infra.quarantine import QuarantineSink
 from infra.settings import Settings
@@ -115,20 +117,38 @@ class ConsoleState:
         self.checkpoints = Registry()
         self.series: dict[tuple[str, str, str, str], _Series] = defaultdict(_Series)
         self.quarantined = _QuarantineView()
-        self.producer = make_producer(settings, CONSUMER_NAME)
-        self.quarantine = QuarantineSink(settings, CONSUMER_NAME, self.producer)
+        self.watch = BrokerWatch(settings, CONSUMER_NAME)
+        self._producer: Any = None  # made when first needed: Kafka may be away at the start
+        self._producer_lock = threading.Lock()
         self._stop = threading.Event()
-        self.caught_up = threading.Event()  # the topics were folded up to their ends once
+        self.caught_up = threading.Event()  # folded up to the topics' ends (since it resumed)
+        self._positions: dict[str, int] | None = None  # where the follower resumes
         self._seen_ids: set[str] = set()
         self._thread = threading.Thread(target=self._follow, name="console-follow", daemon=True)
 
+    @property
+    def producer(self) -> Any:
+        with self._producer_lock:  # not self.lock: folds, which hold it, may quarantine
+            if self._producer is None:
+                self._producer = make_producer(self.settings, CONSUMER_NAME)
+            return self._producer
+
     def start(self) -> None:
+        self.watch.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self.watch.stop()
         self._thread.join(timeout=10)
-        self.producer.close()
+        if self._producer is not None:
+            self._producer.close()
+
+    def not_ready(self) -> str | None:
+        """Why the console cannot show the current state, or None."""
+        if not self.watch.up:
+            return f"Kafka does not answer: {self.watch.reason}"
+        return None if self.caught_up.is_set() else "catching up with the topics"
 
     def _fold(self, record: ConsumerRecord) -> None:
         topic, value = record.topic, record.value
@@ -136,8 +156,9 @@ class ConsoleState:
             apply(self.alerts, decode_record(AlertEvent, value))
         elif topic == topic_name(self.settings.topic_prefix, "checkpoints"):
             checkpoint = decode_record(CheckpointEvent, value)
-            self.checkpoints.add(checkpoint)
-            self._seen_ids.add(checkpoint.event_id)
+            if checkpoint.event_id not in self._seen_ids:  # folded again after an outage
+                self.checkpoints.add(checkpoint)
+                self._seen_ids.add(checkpoint.event_id)
         elif topic == topic_name(self.settings.topic_prefix, "quarantine"):
             self.quarantined.add(read_quarantined(record.headers or [], value))
         else:
@@ -149,21 +170,28 @@ class ConsoleState:
         try:
             self._fold(record)
         except UnusableRecord as exc:
-            self.quarantine.put(record.topic, record.partition, record.offset, record.value,
-                                str(exc))
+            QuarantineSink(self.settings, CONSUMER_NAME, self.producer).put(
+                record.topic, record.partition, record.offset, record.value, str(exc))
 
     def _follow(self) -> None:
+        ride_out(self._follow_from_positions, self._stop, self.settings, CONSUMER_NAME,
+                 on_restart=self.caught_up.clear)
+
+    def _follow_from_positions(self) -> None:
         with TopicReader(self.settings, ["alerts", "metrics", "checkpoints", "quarantine"],
-                         client_id=CONSUMER_NAME) as reader:
+                         client_id=CONSUMER_NAME, positions=self._positions) as reader:
             for record in reader.until_end():
                 with self.lock:
                     self._fold_or_quarantine(record)
+            self._positions = reader.positions()
             self.caught_up.set()
             while not self._stop.is_set():
                 records = reader.poll(timeout_ms=300)
                 with self.lock:
                     for record in records:
                         self._fold_or_quarantine(record)
+                if records:
+                    self._positions = reader.positions()
 
     # ------------------------------------------------------------------------------ writes
 

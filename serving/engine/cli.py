@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
 from schemas.toolcalls import SYNTAXES
 
 if TYPE_CHECKING:
@@ -37,14 +38,14 @@ def engine(
     served_model_name: str = typer.Option(None, help="Name clients use for the base model "
                                                      "(default: the directory's name)."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8001, help="Port to listen on."),
+    port: int = typer.Option(DEFAULT_PORTS["engine"], help="Port to listen on."),
     dtype: str = typer.Option("float32", help="torch dtype of the weights."),
     device: str = typer.Option("cpu", help="torch device, e.g. cpu or cuda:0."),
     token_delay_ms: float = typer.Option(0.0, help="Sleep after each generated token, to "
                                                    "simulate a slower accelerator."),
     tool_call_parser: ToolCallParser = typer.Option(
         "hermes", help="How calls are read when the model's chat template renders tools: "
-                       "hermes or rewardstream. Templates without tools get the <tool> format."),
+                       "hermes or rewardstream. Templates without tools get the `<tool>` format."),
     merged_adapters: int = typer.Option(
         2, min=0, help="LoRA adapters served merged at once, each in its own copy of the "
                        "weights it changes (base speed; e.g. +513 MB each for SmolLM2-135M with "

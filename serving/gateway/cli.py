@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
+
 
 class EventsTo(StrEnum):
     kafka = "kafka"
@@ -25,7 +27,7 @@ def gateway(
     backend_api_key: str = typer.Option(None, envvar="REWARDSTREAM_BACKEND_API_KEY",
                                         help="Bearer token for the backend (vllm --api-key)."),
     host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8000, help="Port to listen on."),
+    port: int = typer.Option(DEFAULT_PORTS["gateway"], help="Port to listen on."),
     arms: str = typer.Option("production=1", help="A/B split of non-holdout users: name=weight "
                              "or name:target=weight; targets are production, candidate, canary, "
                              "base or a checkpoint id. E.g. production=0.9,canary=0.1"),
@@ -79,8 +81,9 @@ def gateway(
     Example: rewardstream serve gateway --engine-model ./tiny --holdout 0.05
     """
     import uvicorn
-    from prometheus_client import CollectorRegistry
 
+    from infra.health_http import service_registry
+    from infra.kafka_health import BrokerWatch
     from infra.settings import load_settings
     from serving.gateway.app import GatewayConfig, create_gateway_app
     from serving.gateway.arms import ArmSplit, parse_arms
@@ -89,7 +92,7 @@ def gateway(
     from serving.gateway.errors import GatewayError
     from serving.gateway.request import RequestLimits
     from serving.gateway.sinks import KafkaEventSink, MemoryEventSink
-    from serving.prometheus import serve_metrics
+    from serving.prometheus import count_requests, serve_metrics
 
     if (backend_url is None) == (engine_model is None):
         raise GatewayError("give exactly one of --backend-url and --engine-model")
@@ -111,11 +114,14 @@ def gateway(
         default_max_tokens=default_max_tokens, reference_temperature=reference_temperature,
         limits=limits,
     )
-    registry = CollectorRegistry()
+    registry = service_registry()
     sink = KafkaEventSink(settings, spool_dir, registry=registry,
                           max_spool_bytes=spool_max_mb << 20) \
         if events is EventsTo.kafka else MemoryEventSink()
+    if events is EventsTo.kafka:  # it serves while Kafka is away: the watch only reports
+        registry.register(BrokerWatch(settings, "gateway").start())
     app = create_gateway_app(config, BackendClient(backend_url, backend_api_key), sink, auth)
+    count_requests(app, registry, "gateway")
     serve_metrics(app, registry)
     uvicorn.run(app, host=host, port=port, log_level="info")
 

@@ -33,10 +33,11 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from infra.backoff import retry_pause_s
 from rewardstream_telemetry.disk_queue import DiskQueue
 from rewardstream_telemetry.throttle import ThrottledLog
 
-__all__ = ["EventSpool", "Outcome", "retry_pause_s"]
+__all__ = ["EventSpool", "Outcome"]
 
 log = logging.getLogger(__name__)
 _BATCH_EVENTS = 500
@@ -44,13 +45,6 @@ _LINGER_S = 0.02
 _BACKOFF_S = (0.5, 5.0)
 _LOST_PREFIX = "dropped_"
 _FIRST_DEPTH_WARNING = 50  # events waiting; each later warning at twice the last
-
-
-def retry_pause_s(failures: int, first_s: float, most_s: float) -> float:
-    """The pause after ``failures`` (≥ 1) failed rounds in a row: doubling from ``first_s`` up
-    to ``most_s``. The exponent is capped: an outage of hours runs into thousands of rounds, and
-    a float overflow would end the delivery thread."""
-    return min(first_s * 2.0 ** min(failures - 1, 60), most_s)
 
 
 class Outcome(Enum):

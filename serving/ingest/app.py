@@ -3,10 +3,15 @@
 Every refusal is a 4xx naming what to fix; the one 5xx is 503 with ``Retry-After`` while Kafka
 is unavailable. An exception nobody expected is answered 400 by a last-resort handler and
 logged with its traceback: a 500 would make clients retry the same body for ever.
+
+Ingest starts without Kafka: it connects (and rebuilds its dedupe window) in the background,
+trying again with growing pauses, and answers 503 until then. ``/readyz`` is ready once it has
+and while the brokers answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -18,7 +23,9 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
 
+from infra.backoff import retry_pause_s
 from infra.kafka_auth import python_client_options
+from infra.kafka_health import KAFKA_UNAVAILABLE, BrokerWatch
 from infra.settings import Settings
 from schemas.topics import topic_name
 from serving.ingest.config import IngestConfig
@@ -66,8 +73,10 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     415: {"model": Problem, "description": "Content-Encoding is not identity, gzip or zstd"},
     429: {"model": Problem, "description": "The key is over its rate; retry after Retry-After",
           "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
-    503: {"model": Problem, "description": "Kafka unavailable; nothing was accepted; retry after "
-          "Retry-After", "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
+    503: {"model": Problem, "description": "Kafka unavailable: nothing is accepted yet, though "
+          "the batch may still be written once Kafka answers (the detail says which); resend "
+          "it after Retry-After: events already written are answered as duplicates",
+          "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
 }
 
 
@@ -92,26 +101,48 @@ def _openapi_document(app: FastAPI) -> dict[str, Any]:
     return document
 
 
+async def _connect(log: EventLog, service: IngestService, connection: dict[str, Any],
+                   dedupe_window_s: float) -> None:
+    """Start the producer and rebuild the dedupe window, trying again until Kafka answers."""
+    failures = 0
+    while True:
+        try:
+            if not log.started:
+                await log.start()
+            since_ms = int((time.time() - dedupe_window_s) * 1000)
+            service.remember(await read_recent_ids(
+                connection, log.raw_topic, await log.raw_partitions(), since_ms))
+            if failures:
+                logger.warning("ingest reached Kafka after %d attempts; accepting events",
+                               failures + 1)
+            return
+        except KAFKA_UNAVAILABLE as exc:
+            failures += 1
+            pause_s = retry_pause_s(failures, 0.5, 10.0)
+            logger.warning("ingest cannot reach Kafka yet (%s: %s); trying again in %.1f s, "
+                           "answering 503 meanwhile", type(exc).__name__, exc, pause_s)
+            await asyncio.sleep(pause_s)
+
+
 def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
-    metrics = IngestMetrics()
+    watch = BrokerWatch(settings, "ingest")
+    metrics = IngestMetrics(watch)
     connection = python_client_options(settings)
     log = EventLog(connection, topic_name(settings.topic_prefix, "events.raw"),
                    topic_name(settings.topic_prefix, "events.deadletter"),
                    on_replaced=metrics.producer_replacements.inc)
     service = IngestService(config, log, metrics)
-    state = {"ready": False}
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await log.start()
-        since_ms = int((time.time() - config.dedupe_window_s) * 1000)
-        service.remember(await read_recent_ids(
-            connection, log.raw_topic, await log.raw_partitions(), since_ms))
-        state["ready"] = True
+        watch.start()
+        connecting = asyncio.ensure_future(
+            _connect(log, service, connection, config.dedupe_window_s))
         try:
             yield
         finally:
-            state["ready"] = False
+            connecting.cancel()
+            watch.stop()
             await log.stop()
 
     app = FastAPI(title="rewardstream ingest", version="1",
@@ -150,8 +181,7 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
                             f"{key.rate_per_s:g} events/s", exc.retry_after_s)
         except KafkaUnavailable as exc:
             metrics.kafka_errors.inc()
-            return _problem(exc.status_code, f"Kafka is unavailable ({exc}); nothing was "
-                            "accepted", config.unavailable_retry_after_s)
+            return _problem(exc.status_code, exc.answer(), config.unavailable_retry_after_s)
         except (IngestError, BodyTooLarge) as exc:
             return _problem(exc.status_code, str(exc))
         return _result(outcome)
@@ -163,11 +193,14 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
     async def livez() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: producer started and dedupe window rebuilt",
-             responses={503: {"model": Problem}})
+    @app.get("/readyz", summary="Readiness: connected to Kafka (producer started, dedupe window "
+             "rebuilt) and the brokers answer", responses={503: {"model": Problem}})
     async def readyz() -> Response:
-        if not state["ready"]:
-            return _problem(503, "starting: rebuilding the dedupe window from events.raw")
+        if not service.accepting:
+            return _problem(503, "starting: connecting to Kafka and rebuilding the dedupe "
+                            "window from events.raw")
+        if not watch.up:
+            return _problem(503, f"Kafka does not answer: {watch.reason}")
         return Response(json.dumps({"status": "ready"}), media_type="application/json")
 
     serve_metrics(app, metrics.registry)

@@ -7,12 +7,14 @@ import json
 
 import typer
 
+from infra.ports import DEFAULT_PORTS
+
 __all__ = ["register"]
 
 
 def ingest(
     host: str = typer.Option("127.0.0.1", help="Interface to listen on (0.0.0.0 for all)."),
-    port: int = typer.Option(8400, help="TCP port."),
+    port: int = typer.Option(DEFAULT_PORTS["ingest"], help="TCP port."),
 ) -> None:
     """Run the ingest HTTP API: POST /v1/events appends validated events to events.raw.
 
@@ -27,13 +29,18 @@ def ingest(
 
     Example: rewardstream serve ingest --port 8400; then GET /docs for the OpenAPI document.
     """
+    import logging
+
     import uvicorn
 
+    from infra.log_filters import limit_repeats
     from infra.settings import load_settings
     from serving.ingest.app import create_app
     from serving.ingest.config import load_ingest_config
 
     app = create_app(load_ingest_config(), load_settings())
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    limit_repeats()  # aiokafka logs each refused connection while Kafka is away
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 

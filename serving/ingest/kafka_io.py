@@ -66,15 +66,25 @@ class EventLog:
             acks="all", enable_idempotence=True,
             max_batch_size=512 * 1024, max_request_size=2 * 1024 * 1024, linger_ms=2,
         )
-        await producer.start()
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()  # its half-made connections
+            raise
         return producer
 
     async def start(self) -> None:
+        """Start the producer; it counts as started once both topics' metadata is in (so the
+        first request does not pay for it). A failure leaves it not started."""
         # aiokafka binds to the running loop, so the producer is made here, not in __init__.
-        self._producer = await self._new_producer()
-        # Fetch both topics' metadata now, so the first request does not pay for it.
-        await self._producer.partitions_for(self.raw_topic)
-        await self._producer.partitions_for(self.deadletter_topic)
+        producer = await self._new_producer()
+        try:
+            await producer.partitions_for(self.raw_topic)
+            await producer.partitions_for(self.deadletter_topic)
+        except BaseException:
+            await producer.stop()
+            raise
+        self._producer = producer
 
     async def raw_partitions(self) -> set[int]:
         return set(await self.producer.partitions_for(self.raw_topic))
@@ -84,6 +94,10 @@ class EventLog:
             await self._replacing
         if self._producer is not None:
             await self._producer.stop()
+
+    @property
+    def started(self) -> bool:
+        return self._producer is not None
 
     @property
     def producer(self) -> AIOKafkaProducer:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.registry import Collector
+
+from infra.health_http import service_registry
 
 __all__ = ["IngestMetrics"]
 
 
 class IngestMetrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
+    def __init__(self, *collectors: Collector) -> None:
+        self.registry = service_registry(*collectors)
         r = self.registry
         self.accepted = Counter("rewardstream_ingest_events_accepted_total",
                                 "Events appended to events.raw and acknowledged", registry=r)

@@ -93,8 +93,8 @@ def add_traces_route(app: FastAPI, service: IngestService, metrics: IngestMetric
                            f"{key.rate_per_s:g} events/s", media, exc.retry_after_s)
         except KafkaUnavailable as exc:
             metrics.kafka_errors.inc()
-            return _status(exc.status_code, f"Kafka is unavailable ({exc}); nothing was "
-                           "accepted", media, config.unavailable_retry_after_s)
+            return _status(exc.status_code, exc.answer(), media,
+                           config.unavailable_retry_after_s)
         except _REFUSALS as exc:  # after its subclasses above: each answer names its cause
             return _status(exc.status_code, str(exc), media)
         for span_outcome, count in span_outcomes(mapping, outcome).items():

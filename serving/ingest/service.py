@@ -39,9 +39,23 @@ def _as_judged(rejected: Rejected) -> Rejected:
 
 
 class KafkaUnavailable(IngestError):
-    """Kafka did not acknowledge in time; nothing counts as accepted."""
+    """Kafka did not acknowledge in time: nothing counts as accepted yet. ``may_land``: records
+    were handed to the producer, which keeps trying, so they may still be written (a resend of
+    the same event ids is then answered as duplicates); False when nothing was sent."""
 
     status_code = 503
+
+    def __init__(self, reason: str, may_land: bool = True) -> None:
+        super().__init__(reason)
+        self.may_land = may_land
+
+    def answer(self) -> str:
+        """The 503's detail: what became of the batch, and what to do."""
+        fate = ("nothing is accepted yet, but the batch may still be written once Kafka "
+                "answers: resend it after Retry-After, and the events already written are "
+                "answered as duplicates" if self.may_land else
+                "nothing was accepted: resend the batch after Retry-After")
+        return f"Kafka is unavailable ({self}); {fate}"
 
 
 class RateLimited(IngestError):
@@ -77,14 +91,17 @@ class IngestService:
             max_ahead=timedelta(seconds=config.timestamp_max_ahead_s),
             max_future=timedelta(seconds=config.max_future_s))
         self._in_flight: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self.accepting = False  # until the dedupe window is rebuilt (remember)
         # The same users send event after event; caching their pseudonyms saves an HMAC each.
         self._pseudonym = lru_cache(maxsize=65_536)(partial(pseudonymise, config.pseudonym_secret))
 
     def remember(self, seen: Sequence[tuple[str, UUID, float]]) -> None:
+        """Take the ids appended before this process started; from then on it accepts."""
         now_s = time.time()
         for org_id, event_id, seen_s in seen:
             self.dedupe.add((org_id, event_id.int), seen_s, now_s)
         self._update_gauges()
+        self.accepting = True
 
     async def ingest(self, key: ApiKey, body: bytes, content_encoding: str | None) -> IngestOutcome:
         caps = self.config.caps
@@ -101,6 +118,9 @@ class IngestService:
         Another encoding (OTLP) passes the events it made, ``relabel`` to name its own fields in
         the rejections before they are answered and dead-lettered, and the items it could not
         make into events at all (``prejudged``, indexed after ``raws``)."""
+        if not self.accepting:
+            raise KafkaUnavailable("ingest has not reached Kafka since it started (it is "
+                                   "connecting and rebuilding its dedupe window)", False)
         wait_s = self._limiter.take(key.key_sha256, key.rate_per_s, key.burst,
                                     len(raws) + len(prejudged), time.monotonic())
         if wait_s > 0:

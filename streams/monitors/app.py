@@ -25,15 +25,20 @@ skipped.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import faust
 
+from infra.health_http import Figure
 from infra.kafka_auth import faust_options
 from infra.settings import Settings
 from schemas.metrics import MetricWindow, WindowScope, metric_key
@@ -54,9 +59,31 @@ from streams.monitors.windows import (
     to_metric_window,
 )
 
-__all__ = ["CONSUMER_NAME", "PartitionView", "create_app"]
+__all__ = ["CONSUMER_NAME", "FOLD_FIGURES", "FoldTotals", "PartitionView", "create_app",
+           "run_metrics_worker"]
 
 CONSUMER_NAME = "monitors-metrics"  # how quarantined records name this consumer
+
+
+@dataclass
+class FoldTotals:
+    """Since the process started; read by its /metrics."""
+
+    folded: Counter[str] = field(default_factory=Counter)  # by input topic
+    published: Counter[str] = field(default_factory=Counter)  # windows, by scope
+    quarantined: int = 0
+
+
+FOLD_FIGURES = (
+    Figure("rewardstream_monitors_records_folded", "folded", "counter",
+           "Records folded into windows since start, by input (rewards, events, deadletter)",
+           "input", ("rewards", "events", "deadletter")),
+    Figure("rewardstream_monitors_windows_published", "published", "counter",
+           "Closed windows published on the metrics topic since start, by scope", "scope",
+           ("rewards", "ingest")),
+    Figure("rewardstream_monitors_quarantined", "quarantined", "counter",
+           "Input records that were not what their topic promises, quarantined since start"),
+)
 
 
 class PartitionView(MutableMapping[str, Any]):
@@ -85,11 +112,16 @@ class PartitionView(MutableMapping[str, Any]):
 
 
 def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memory://",
-               replication: int = 1, datadir: Path | None = None) -> faust.App:
+               replication: int = 1, datadir: Path | None = None,
+               totals: FoldTotals | None = None) -> faust.App:
     """``replication``: of the app's own topics (changelogs), the cluster's
     (``infra.topics.settings_replication``); ``datadir``: the worker's local state (faust's
-    default, ``<app id>-data`` in the working directory, when None)."""
+    default, ``<app id>-data`` in the working directory, when None); ``totals`` are counted
+    as it folds."""
     prefix = settings.topic_prefix
+    counts = totals or FoldTotals()
+    if datadir is not None:
+        datadir.mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     local: dict[str, Any] = {} if datadir is None else {"datadir": str(datadir)}
     app = faust.App(
         f"{prefix}rewardstream-monitors", **faust_options(settings), **local, store=store,
@@ -109,8 +141,10 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
             window: MetricWindow = to_metric_window(acc, scope, window_ms, partition)
             await metrics.send(key=metric_key(window.checkpoint_id, window.arm),
                                value=window.model_dump_json().encode())
+            counts.published[scope] += 1
 
     async def quarantine(message: Any, reason: str) -> None:
+        counts.quarantined += 1
         await (await send_quarantine(app, prefix, CONSUMER_NAME, message.topic,
                                      message.partition, message.offset, message.value, reason))
 
@@ -132,6 +166,7 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
             again, closed = fold_atomically(
                 PartitionView(reward_windows, partition), writer,
                 partial(fold_reward, record=record, window_ms=window_ms, grace_ms=grace_ms))
+            counts.folded["rewards"] += 1
             await publish(again + closed, "rewards", partition)
 
     deadletter_topic = topic_name(prefix, "events.deadletter")
@@ -158,6 +193,45 @@ def create_app(settings: Settings, config: MonitorConfig, *, store: str = "memor
                 partial(fold_in, keys=keys, event_time_ms=message.timestamp * 1000,
                         contributions=ingest_contributions(dead), window_ms=window_ms,
                         grace_ms=grace_ms, secondary=dead, record_id=event_id))
+            counts.folded["deadletter" if dead else "events"] += 1
             await publish(again + closed, "ingest", message.partition)
 
     return app
+
+
+def run_metrics_worker(settings: Settings, config: MonitorConfig, *, store: str, loglevel: str,
+                       datadir: Path | None, metrics_port: int | None,
+                       metrics_host: str = "127.0.0.1") -> None:
+    """``rewardstream monitors metrics``: the faust worker, with ``/metrics`` and ``/readyz``
+    (ready once it started and while the brokers answer). Started while no broker answers, it
+    waits for one."""
+    from infra.health_http import FiguresCollector, HealthServer, service_registry
+    from infra.kafka_health import BrokerWatch, wait_for_broker
+    from infra.log_filters import limit_repeats
+    from infra.topics import settings_replication
+
+    watch = BrokerWatch(settings, CONSUMER_NAME).start()
+    totals, started = FoldTotals(), threading.Event()
+
+    def not_ready() -> str | None:
+        if not watch.up:
+            return f"Kafka does not answer: {watch.reason}"
+        return None if started.is_set() else "starting: restoring its tables"
+
+    registry = service_registry(watch, FiguresCollector(totals, FOLD_FIGURES))
+    HealthServer(registry, not_ready).serve(metrics_port, metrics_host)
+    wait_for_broker(settings, threading.Event(), CONSUMER_NAME)
+    app = create_app(settings, config, store=store,
+                     replication=settings_replication(settings).factor, datadir=datadir,
+                     totals=totals)
+
+    class Worker(faust.Worker):
+        async def on_startup_finished(self) -> None:
+            await super().on_startup_finished()
+            started.set()
+
+        def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+            super().on_setup_root_logger(logger, level)
+            limit_repeats(root=logger)  # while Kafka is away aiokafka logs lines a second
+
+    Worker(app, loglevel=loglevel).execute_from_commandline()

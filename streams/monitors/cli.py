@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from infra.health_http import metrics_host_option, metrics_port_option
 from streams.monitors.profiles import PROFILES
 
 Scenario = StrEnum("Scenario", {name: name for name in PROFILES})  # type: ignore[misc]
@@ -30,52 +30,73 @@ alerts_app = typer.Typer(help="Alert delivery to Alertmanager and webhooks.", no
 ab_app = typer.Typer(help="A/B comparisons of arms or checkpoints.", no_args_is_help=True)
 
 _CONFIG_HELP = ("YAML/JSON file of detector settings (window_s, threshold, min_baseline_n, "
-                "auto_protect, detectors.<name>.enabled, ...); defaults without it.")
+                "auto_protect, `detectors.<name>.enabled`, ...) over the profile's; the "
+                "profile's alone without it.")
 
 
-def _config(path: Path | None) -> MonitorConfig:
+class Profile(StrEnum):
+    production = "production"
+    trial = "trial"
+
+
+_PROFILE = typer.Option(Profile.production, help="Settings to start from: production (windows "
+                        "of a minute, 300 baseline samples) or trial (10 s windows, 15 samples: "
+                        "for a first trial or a demo, where a checkpoint serves minutes of "
+                        "traffic; it sees only large shifts).")
+_METRICS_METRICS_PORT = metrics_port_option("monitors-metrics")
+_DETECT_METRICS_PORT = metrics_port_option("monitors-detect")
+_DELIVERY_METRICS_PORT = metrics_port_option("alert-delivery")
+_METRICS_HOST = metrics_host_option()
+
+
+def _config(path: Path | None, profile: Profile = Profile.production) -> MonitorConfig:
     from streams.monitors.config import load_config
 
-    return load_config(path)
+    return load_config(path, profile.value)
 
 
 @monitors_app.command("metrics")
 def metrics_worker(
     config: Path | None = typer.Option(None, help=_CONFIG_HELP),
+    profile: Profile = _PROFILE,
     store: str = typer.Option("memory://", help="faust table store, e.g. rocksdb:// in production"),
     loglevel: str = typer.Option("warning", help="faust worker log level"),
     datadir: Path | None = typer.Option(
         None, help="Where faust keeps the worker's local state (the tables' RocksDB files with "
-                   "--store rocksdb://); default: <app id>-data in the working directory."),
+                   "--store rocksdb://); default: `<app id>-data` in the working directory."),
+    metrics_port: int = _METRICS_METRICS_PORT,
+    metrics_host: str = _METRICS_HOST,
 ) -> None:
     """Run the faust worker that folds rewards, events.raw and events.deadletter into windows.
 
     Writes one record per closed (checkpoint, arm) window to the metrics topic. Example:
     `rewardstream monitors metrics --store rocksdb://`
     """
-    import faust
-
     from infra.settings import load_settings
-    from infra.topics import settings_replication
-    from streams.monitors.app import create_app
+    from streams.monitors.app import run_metrics_worker
 
-    settings = load_settings()
-    app = create_app(settings, _config(config), store=store,
-                     replication=settings_replication(settings).factor, datadir=datadir)
-    faust.Worker(app, loglevel=loglevel).execute_from_commandline()
+    run_metrics_worker(load_settings(), _config(config, profile), store=store,
+                       loglevel=loglevel, datadir=datadir, metrics_port=metrics_port,
+                       metrics_host=metrics_host)
 
 
 @monitors_app.command("detect")
-def detect(config: Path | None = typer.Option(None, help=_CONFIG_HELP)) -> None:
+def detect(
+    config: Path | None = typer.Option(None, help=_CONFIG_HELP),
+    profile: Profile = _PROFILE,
+    metrics_port: int = _DETECT_METRICS_PORT,
+    metrics_host: str = _METRICS_HOST,
+) -> None:
     """Run the detectors over the metrics topic and publish alert lifecycle events.
 
     Replays checkpoints, alerts and metrics on start (state = the log), then follows them.
-    Example: `rewardstream monitors detect --config monitors.yaml`
+    While Kafka is away it waits, then replays again. Example: `rewardstream monitors detect
+    --config monitors.yaml`
     """
     from infra.settings import load_settings
     from streams.monitors.runner import run_forever
 
-    run_forever(load_settings(), _config(config))
+    run_forever(load_settings(), _config(config, profile), metrics_port, metrics_host)
 
 
 @monitors_app.command("simulate")
@@ -184,6 +205,8 @@ def deliver(
         [], help="webhook URL for Alertmanager-style JSON (repeatable)"),
     console_url: str = typer.Option("http://127.0.0.1:8090", help="links in alerts point here"),
     resend_s: float = typer.Option(60.0, help="re-send open alerts to Alertmanager this often"),
+    metrics_port: int = _DELIVERY_METRICS_PORT,
+    metrics_host: str = _METRICS_HOST,
 ) -> None:
     """Push alerts to Alertmanager's /api/v2/alerts and to webhooks, with retries.
 
@@ -191,15 +214,11 @@ def deliver(
     --webhook https://chat.example/hook`
     """
     from infra.settings import load_settings
-    from streams.monitors.delivery import Deliverer, DeliveryTargets
+    from streams.monitors.delivery import DeliveryTargets, run_delivery
 
     targets = DeliveryTargets(tuple(alertmanager), tuple(webhook), console_url,
                               resend_s=resend_s)
-    stop = threading.Event()
-    try:
-        Deliverer(load_settings(), targets).run(stop)
-    except KeyboardInterrupt:
-        stop.set()
+    run_delivery(load_settings(), targets, metrics_port, metrics_host)
 
 
 @ab_app.command("report")

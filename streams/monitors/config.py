@@ -21,7 +21,8 @@ from schemas.alerts import Severity
 from schemas.metrics import COMPONENT_METRIC_PREFIX
 from streams.monitors.errors import MonitorConfigError
 
-__all__ = ["DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors", "load_config"]
+__all__ = ["CONFIG_PROFILES", "DetectorSpec", "MonitorConfig", "TestSpec", "default_detectors",
+           "load_config"]
 
 Family = Literal["bernoulli", "gaussian", "poisson"]
 Direction = Literal["up", "down"]
@@ -190,6 +191,25 @@ class MonitorConfig:
     detectors: tuple[DetectorSpec, ...] = field(default_factory=default_detectors)
 
 
+# Named starting points for load_config. The defaults want ~300 baseline trajectories per
+# checkpoint and windows of a minute; a first trial (or a demo) serves a checkpoint minutes of
+# traffic, well under that, so "trial" runs smaller windows and samples, sized so that a variant
+# that lowers a 160-trajectory cycle's mean reward by 0.2 or more fires a critical alert within
+# that cycle while healthy runs fire none (measured: docs/monitors-and-alerts.md). h = 4 bounds a
+# test's false alarms to one per e**4 ≈ 55 windows per key and test; the baseline is taken 1.5
+# standard errors towards "no alarm" (a small baseline is itself uncertain, and at an edit rate
+# of 0.99 a few unedited trajectories would otherwise look like a collapse); a critical alert
+# also waits until its own 95% interval excludes every change under a tenth of the test's
+# designed effect (streams.monitors.detectors). A checkpoint's own past is its windows from 2 to
+# 30 minutes before, so one cycle's traffic is also tested against the cycles before it.
+CONFIG_PROFILES: dict[str, dict[str, Any]] = {
+    "production": {},
+    "trial": {"window_s": 10, "grace_s": 2, "threshold": 4.0, "min_baseline_n": 15.0,
+              "min_current_n": 15.0, "baseline_z": 1.5, "critical_margin": 0.1,
+              "trailing_gap_s": 120, "trailing_span_s": 1800},
+}
+
+
 def _apply_detector_overrides(
     detectors: tuple[DetectorSpec, ...], overrides: dict[str, Any],
 ) -> tuple[DetectorSpec, ...]:
@@ -207,9 +227,13 @@ def _apply_detector_overrides(
     return tuple(by_name[d.name] for d in detectors)
 
 
-def load_config(path: Path | None) -> MonitorConfig:
-    """Defaults, overridden by a YAML/JSON mapping of MonitorConfig fields (and per detector)."""
-    config = MonitorConfig()
+def load_config(path: Path | None, profile: str = "production") -> MonitorConfig:
+    """The profile's settings (:data:`CONFIG_PROFILES`), overridden by a YAML/JSON mapping of
+    MonitorConfig fields (and per detector)."""
+    if profile not in CONFIG_PROFILES:
+        raise MonitorConfigError(f"unknown monitor profile {profile!r}; known: "
+                                 f"{', '.join(CONFIG_PROFILES)}")
+    config = replace(MonitorConfig(), **CONFIG_PROFILES[profile])
     if path is None:
         return config
     try:

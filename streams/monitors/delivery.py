@@ -17,12 +17,14 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 
+from infra.health_http import Figure
 from infra.kafka_io import TopicReader
 from infra.quarantine import QuarantineSink
 from infra.redact import redact_text, redact_url
@@ -32,7 +34,8 @@ from schemas.alerts import AlertEvent
 from schemas.quarantine import UnusableRecord, decode_record
 
 __all__ = [
-    "Deliverer", "DeliveryTargets", "alertmanager_alert", "post_with_retries", "webhook_payload",
+    "DELIVERY_FIGURES", "Deliverer", "DeliveryTargets", "DeliveryTotals", "alertmanager_alert",
+    "post_with_retries", "run_delivery", "webhook_payload",
 ]
 
 log = logging.getLogger(__name__)
@@ -114,12 +117,41 @@ class DeliveryTargets:
     resend_s: float = 60.0
 
 
+@dataclass
+class DeliveryTotals:
+    """Since the process started (across the runs an outage makes); read by its /metrics."""
+
+    sent: Counter[str] = field(default_factory=Counter)  # by target: alertmanager, webhook
+    failed: Counter[str] = field(default_factory=Counter)  # after every retry
+    open_alerts: int = 0  # open and not silenced: what Alertmanager is sent again
+
+
+_TARGETS = ("alertmanager", "webhook")
+DELIVERY_FIGURES = (
+    Figure("rewardstream_alert_notifications_sent", "sent", "counter",
+           "Posts to Alertmanager (alerts and silences) and to webhooks that were accepted",
+           "target", _TARGETS),
+    Figure("rewardstream_alert_notifications_failed", "failed", "counter",
+           "Posts to Alertmanager and to webhooks that failed after every retry", "target",
+           _TARGETS),
+    Figure("rewardstream_alert_open_alerts", "open_alerts", "gauge",
+           "Open alerts that are not silenced, as delivery sees them"),
+)
+
+
 class Deliverer:
-    def __init__(self, settings: Settings, targets: DeliveryTargets) -> None:
+    def __init__(self, settings: Settings, targets: DeliveryTargets,
+                 totals: DeliveryTotals | None = None) -> None:
         self.settings, self.targets = settings, targets
+        self.totals = totals or DeliveryTotals()
         self.state = AlertState()
         self.client = httpx.Client(timeout=10.0)
         self.sent_webhooks = 0
+
+    def _post(self, target: str, url: str, body: Any) -> bool:
+        sent = post_with_retries(self.client, url, body)
+        (self.totals.sent if sent else self.totals.failed)[target] += 1
+        return sent
 
     def _open_unsilenced(self, now: datetime) -> list[AlertRecord]:
         return [r for r in self.state.alerts.values()
@@ -131,7 +163,7 @@ class Deliverer:
         body = [alertmanager_alert(r, now, 4 * self.targets.resend_s, self.targets.console_url)
                 for r in records]
         for base in self.targets.alertmanager_urls:
-            post_with_retries(self.client, base.rstrip("/") + "/api/v2/alerts", body)
+            self._post("alertmanager", base.rstrip("/") + "/api/v2/alerts", body)
 
     def _mirror_silence(self, event: AlertEvent, now: datetime) -> None:
         assert event.silence is not None
@@ -143,7 +175,7 @@ class Deliverer:
                 "comment": silence.comment
                 or f"silenced in the rewardstream console ({silence.silence_id})"}
         for base in self.targets.alertmanager_urls:
-            post_with_retries(self.client, base.rstrip("/") + "/api/v2/silences", body)
+            self._post("alertmanager", base.rstrip("/") + "/api/v2/silences", body)
 
     def _notify(self, event: AlertEvent, now: datetime) -> None:
         if event.kind == "silenced" and event.silence is not None:
@@ -161,17 +193,20 @@ class Deliverer:
             return  # webhooks hear about firing and resolution of unsilenced alerts only
         for url in self.targets.webhook_urls:
             body = webhook_payload(record, self.targets.receiver, self.targets.console_url)
-            if post_with_retries(self.client, url, body):
+            if self._post("webhook", url, body):
                 self.sent_webhooks += 1
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event, ready: threading.Event | None = None) -> None:
         """Replay the alerts (the lifecycle is a fold of all of them), notifying only about what
-        comes after the group's committed offsets; commit as notifications go out."""
+        comes after the group's committed offsets; commit as notifications go out. ``ready`` is
+        set once it reads."""
         reader = TopicReader(self.settings, ["alerts"], client_id=CONSUMER_NAME, group_id=_GROUP)
         committed = {(tp.topic, tp.partition): reader.consumer.committed(tp) or 0
                      for tp in reader.partitions}
         quarantine = QuarantineSink(self.settings, CONSUMER_NAME)
         last_resend = 0.0
+        if ready is not None:
+            ready.set()
         try:
             while not stop.is_set():
                 records = reader.poll(timeout_ms=500)
@@ -189,6 +224,7 @@ class Deliverer:
                         self._notify(event, datetime.now(UTC))
                 if records:
                     reader.consumer.commit()
+                    self.totals.open_alerts = len(self._open_unsilenced(datetime.now(UTC)))
                 if time.monotonic() - last_resend >= self.targets.resend_s:
                     last_resend = time.monotonic()
                     now = datetime.now(UTC)
@@ -197,3 +233,20 @@ class Deliverer:
             reader.close()
             self.client.close()
             quarantine.close()
+
+
+def run_delivery(settings: Settings, targets: DeliveryTargets, metrics_port: int | None,
+                 metrics_host: str = "127.0.0.1") -> None:
+    """``rewardstream alerts deliver``: until SIGTERM or SIGINT. While Kafka is away it waits,
+    then replays the alerts again, notifying only what its group had not committed."""
+    from infra.health_http import FiguresCollector
+    from infra.service_run import run_service
+
+    totals = DeliveryTotals()
+
+    def work(stop: threading.Event, ready: threading.Event) -> None:
+        Deliverer(settings, targets, totals).run(stop, ready)
+
+    run_service(CONSUMER_NAME, settings, work,
+                collectors=(FiguresCollector(totals, DELIVERY_FIGURES),),
+                metrics_port=metrics_port, metrics_host=metrics_host)

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import get_args
 
 from kafka.consumer.fetcher import ConsumerRecord
 
+from infra.health_http import Figure
 from infra.kafka_io import TopicReader, make_producer, send
 from infra.quarantine import QuarantineSink
 from infra.settings import Settings
 from schemas.alert_lifecycle import AlertState, apply
-from schemas.alerts import AlertEvent, alert_event_key
+from schemas.alerts import AlertEvent, AlertEventKind, alert_event_key
 from schemas.checkpoints import CheckpointEvent, Registry, rollback
 from schemas.metrics import MetricWindow, metric_key, read_window
 from schemas.quarantine import UnusableRecord, decode_record
@@ -33,16 +37,38 @@ from streams.monitors.detectors import MonitorState, evaluate, note_checkpoint
 from streams.monitors.lifecycle import plan
 from streams.monitors.protect import auto_protect_target
 
-__all__ = ["CONSUMER_NAME", "DetectorRunner", "run_forever"]
+__all__ = ["CONSUMER_NAME", "DETECT_FIGURES", "DetectTotals", "DetectorRunner", "run_forever"]
 
 log = logging.getLogger(__name__)
 CONSUMER_NAME = "monitors-detect"  # how quarantined records name this consumer
 
 
+@dataclass
+class DetectTotals:
+    """Since the process started (across the runs an outage makes); read by its /metrics."""
+
+    windows: int = 0  # metric windows read, replays included
+    published: Counter[str] = field(default_factory=Counter)  # alert events sent, by kind
+    open_alerts: int = 0
+
+
+DETECT_FIGURES = (
+    Figure("rewardstream_detect_windows", "windows", "counter",
+           "Metric windows the detectors read since start (a restart replays the topic)"),
+    Figure("rewardstream_detect_alert_events", "published", "counter",
+           "Alert lifecycle events the detectors published since start, by kind", "kind",
+           get_args(AlertEventKind)),
+    Figure("rewardstream_detect_open_alerts", "open_alerts", "gauge",
+           "Alerts firing or acknowledged, as the detectors see them"),
+)
+
+
 class DetectorRunner:
     def __init__(self, settings: Settings, config: MonitorConfig,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 totals: DetectTotals | None = None) -> None:
         self.settings, self.config, self.clock = settings, config, clock
+        self.totals = totals or DetectTotals()
         self.detectors = MonitorState()
         self.alerts = AlertState()
         self.registry = Registry()
@@ -62,6 +88,7 @@ class DetectorRunner:
                 note_checkpoint(self.detectors, event)
             elif record.topic == self._topic("alerts"):
                 apply(self.alerts, decode_record(AlertEvent, record.value))
+                self._count_open()
             else:
                 self._on_window(read_window(record.value))
         except UnusableRecord as exc:
@@ -69,6 +96,7 @@ class DetectorRunner:
                                 str(exc))
 
     def _on_window(self, window: MetricWindow) -> None:
+        self.totals.windows += 1
         if window.scope == "ingest" and window.checkpoint_id == "*":
             if self._last_ingest_end is None or window.window_end > self._last_ingest_end:
                 self._last_ingest_end = window.window_end
@@ -77,8 +105,13 @@ class DetectorRunner:
                  event.model_dump_json().encode())
             apply(self.alerts, event)
             self.published += 1
+            self.totals.published[event.kind] += 1
+            self._count_open()
             if self.config.auto_protect and event.kind == "fired" and event.alert:
                 self._protect(event)
+
+    def _count_open(self) -> None:
+        self.totals.open_alerts = sum(r.open for r in self.alerts.alerts.values())
 
     def _protect(self, event: AlertEvent) -> None:
         assert event.alert is not None
@@ -117,13 +150,19 @@ class DetectorRunner:
                 self._handle(record)
             return reader.positions()
 
-    def run(self, stop: threading.Event, heartbeat: bool = True) -> None:
+    def run(self, stop: threading.Event, heartbeat: bool = True,
+            ready: threading.Event | None = None) -> None:
         """Replay the registry and the alerts, then the metric windows from their start, then
-        follow all three topics until ``stop`` is set."""
+        follow all three topics until ``stop`` is set; ``ready`` is set once the metric windows
+        are replayed."""
         positions = self._replay_state()
         try:
             with TopicReader(self.settings, ["metrics", "checkpoints", "alerts"],
                              client_id=CONSUMER_NAME, positions=positions) as reader:
+                for record in reader.until_end():
+                    self._handle(record)
+                if ready is not None:
+                    ready.set()
                 while not stop.is_set():
                     records = reader.poll(timeout_ms=500)
                     for record in records:
@@ -134,11 +173,18 @@ class DetectorRunner:
             self.producer.close()
 
 
-def run_forever(settings: Settings, config: MonitorConfig) -> None:
-    """``rewardstream monitors detect``: run until interrupted."""
-    stop = threading.Event()
-    runner = DetectorRunner(settings, config)
-    try:
-        runner.run(stop)
-    except KeyboardInterrupt:
-        stop.set()
+def run_forever(settings: Settings, config: MonitorConfig, metrics_port: int | None = None,
+                metrics_host: str = "127.0.0.1") -> None:
+    """``rewardstream monitors detect``: run until SIGTERM or SIGINT. While Kafka is away it
+    waits, then replays the log again: what it published before is recognised by its ids."""
+    from infra.health_http import FiguresCollector
+    from infra.service_run import run_service
+
+    totals = DetectTotals()
+
+    def work(stop: threading.Event, ready: threading.Event) -> None:
+        DetectorRunner(settings, config, totals=totals).run(stop, ready=ready)
+
+    run_service(CONSUMER_NAME, settings, work,
+                collectors=(FiguresCollector(totals, DETECT_FIGURES),),
+                metrics_port=metrics_port, metrics_host=metrics_host)

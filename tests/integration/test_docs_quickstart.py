@@ -1,7 +1,8 @@
 """docs/quickstart.md as a reader runs it: its marked blocks in order, in one shell started in
 the checkout, against the test broker under a topic prefix of its own, each port it defaults
-on a free one. Every block succeeds, the services it starts are still running at the end, and
-every output the page shows is printed. The mechanism is in ``tests/support/doc_blocks.py``;
+and every port `rewardstream up` listens on moved to a free one (through their variables).
+Every block succeeds, the services it starts in the background are still running at the end,
+and every output the page shows is printed. The mechanism is in ``tests/support/doc_blocks.py``;
 the convention is in docs/developing.md."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra.settings import Settings
+from rewardstream.stack.settings import SETTINGS
 from tests.support.doc_blocks import (
     DocBlock,
     block_outputs,
@@ -30,14 +32,16 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
-_SCRIPT_TIMEOUT_S = 300.0
+_SCRIPT_TIMEOUT_S = 420.0
+# The services' ports; the broker's are the test broker's, from the environment.
+_UP_PORTS = {s.key for s in SETTINGS if s.is_port and not s.key.startswith("kafka.")}
 
 
 def _logs(directory: Path, lines: int = 15) -> str:
     """The last lines of the logs the blocks wrote in their scratch directory, which
-    ``mktemp`` makes right under ``directory``."""
+    ``mktemp`` makes right under ``directory`` (the services' under its run directory)."""
     tails = []
-    for log in sorted(directory.glob("*/*.log")):
+    for log in sorted(directory.glob("*/**/*.log")):
         text = log.read_text(errors="replace").replace("\r", "\n").splitlines()
         tails.append(f"--- {log.name} (last {lines} lines)\n" + "\n".join(text[-lines:]))
     return "\n".join(tails) or "(no logs)"
@@ -69,7 +73,8 @@ def test_the_quickstart_runs_as_written(kafka: Settings, tmp_path: Path) -> None
     script.write_text(shell_script(blocks))
     env = {**os.environ, "REWARDSTREAM_TOPIC_PREFIX": kafka.topic_prefix,
            "TMPDIR": str(tmp_path), "npm_config_update_notifier": "false",
-           **{name: str(free_port()) for name in port_variables(blocks)}}
+           **{name: str(free_port()) for name in port_variables(blocks)},
+           **{s.env: str(free_port()) for s in SETTINGS if s.key in _UP_PORTS}}
     transcript = tmp_path / "quickstart.out"
     with transcript.open("w") as out:
         shell = subprocess.Popen(["bash", str(script)], cwd=ROOT, env=env, stdout=out,

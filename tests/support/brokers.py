@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from tests.support.private_kafka import private_broker_settings
 from tests.support.required import unavailable
 
 __all__ = ["XDIST_GROUPS", "cluster", "fault_cluster", "kafka", "kafka_settings",
-           "outage_broker", "outage_broker_node"]
+           "outage_broker", "outage_broker_node", "private_broker"]
 
 # The fixtures holding a private broker, and the xdist group of the tests that use each.
 XDIST_GROUPS = {"fault_cluster": "fault-cluster", "outage_broker_node": "outage-broker"}
@@ -64,7 +65,10 @@ def kafka(kafka_settings: Settings) -> Settings:
     return _prefixed(kafka_settings, "t")
 
 
-def _private(data_dir: Path, nodes: int, what: str) -> Iterator[Settings]:
+@contextmanager
+def private_broker(data_dir: Path, nodes: int, what: str) -> Iterator[Settings]:
+    """A private broker of ``nodes`` nodes of the calling test's own (free ports, data in
+    ``data_dir``), started, and stopped after."""
     settings = _started(private_broker_settings(data_dir, nodes), what)
     try:
         yield settings
@@ -74,7 +78,8 @@ def _private(data_dir: Path, nodes: int, what: str) -> Iterator[Settings]:
 
 @pytest.fixture(scope="session")
 def outage_broker_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    yield from _private(tmp_path_factory.mktemp("outage-broker"), 1, "a private broker")
+    with private_broker(tmp_path_factory.mktemp("outage-broker"), 1, "a private broker") as node:
+        yield node
 
 
 @pytest.fixture
@@ -87,7 +92,9 @@ def outage_broker(outage_broker_node: Settings) -> Settings:
 
 @pytest.fixture(scope="session")
 def fault_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    yield from _private(tmp_path_factory.mktemp("fault-cluster"), 3, "the three-node cluster")
+    with private_broker(tmp_path_factory.mktemp("fault-cluster"), 3,
+                        "the three-node cluster") as nodes:
+        yield nodes
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ def start_worker(settings: Settings, datadir: Path, log: Path,
            "REWARDSTREAM_TOPIC_PARTITIONS": str(settings.topic_partitions)}
     command = [str(Path(sys.executable).with_name("rewardstream")), "worker", "--datadir",
                str(datadir), "--batch-max", "200", "--commit-interval-s", "0.5",
-               "--loglevel", "info", "--shutdown-timeout-s", "10", *options]
+               "--loglevel", "info", "--shutdown-timeout-s", "10",
+               *(() if "--metrics-port" in options else ("--metrics-port", "0")), *options]
     with open(log, "ab") as stderr:
         return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
 

@@ -117,7 +117,7 @@ def _train(settings: Settings, model_dir: Path, out_dir: Path,
     command = [sys.executable, "-m", "rewardstream", "train", "--model-dir", str(model_dir),
                "--out-dir", str(out_dir), "--cycle", "--max-cycles", str(cycles),
                "--deterministic", "--steps-per-cycle", str(STEPS), "--batch-records", str(BATCH),
-               "--lr", "1e-3"]
+               "--lr", "1e-3", "--metrics-port", "0"]
     return subprocess.Popen(command, env={**os.environ, **client_env(settings)},
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 

@@ -44,7 +44,7 @@ def test_compose_parses_and_dependencies_exist() -> None:
     name for name, s in _services().items() if str(s.get("command", [""])[0]) == "rewardstream"
 ])
 def test_service_command_is_a_real_subcommand(service: str) -> None:
-    assert _parses(_services()[service]["command"][1:])
+    assert _parses([_resolved(word, {}) for word in _services()[service]["command"][1:]])
 
 
 def test_an_unknown_subcommand_or_option_is_caught() -> None:

@@ -14,7 +14,8 @@ from infra.principals import PRINCIPALS
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 # The services that never open a Kafka client.
-_NO_KAFKA = {"kafka", "kafka-2", "kafka-3", "alertmanager", "engine", "vllm"}
+_NO_KAFKA = {"kafka", "kafka-2", "kafka-3", "alertmanager", "engine", "vllm", "prometheus",
+             "grafana"}
 
 
 def _secrets(service: dict[str, Any]) -> dict[str, str]:

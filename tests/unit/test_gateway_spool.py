@@ -13,7 +13,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from serving.gateway.spool import EventSpool, Outcome, retry_pause_s
+from infra.backoff import retry_pause_s
+from serving.gateway.spool import EventSpool, Outcome
 from tests.support.metrics import sample_sum
 from tests.support.waits import wait_for
 

@@ -161,17 +161,32 @@ def test_create_list_and_revoke_a_key_file(tmp_path: Path) -> None:
     assert found[staff].orgs == {"acme", "beta"}  # type: ignore[union-attr]
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
-    listing = _invoke("list", str(path))
+    listing = _invoke("list", "--file", str(path))
     assert "acme-gateway  gateway  org acme  5 requests/s" in listing
     assert "ana" in listing and "orgs acme, beta" in listing
     assert not any(secret in listing for secret in (ingest, hash_key(ingest)))
 
-    _invoke("revoke", str(path), "acme-gateway")
+    _invoke("revoke", "--file", str(path), "--name", "acme-gateway")
     ring = KeyRing.from_json(path.read_text(), str(path))
     assert ring.lookup(gateway) is None and ring.lookup(ingest) is not None
-    missing = RUNNER.invoke(app, ["keys", "revoke", str(path), "acme-gateway"])
+    missing = RUNNER.invoke(app, ["keys", "revoke", "--file", str(path), "--name",
+                                  "acme-gateway"])
     assert isinstance(missing.exception, KeyConfigError)
     assert "no key named 'acme-gateway'" in str(missing.exception)
+
+
+def test_the_positional_key_file_of_before_still_works_with_a_note(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    _invoke("create", "--for", "ingest", "--org", "acme", "--file", str(path))
+    listed = RUNNER.invoke(app, ["keys", "list", str(path)])
+    assert listed.exit_code == 0 and "acme-ingest  ingest" in listed.stdout
+    assert "deprecated; use `keys list --file FILE`" in listed.stderr
+    revoked = RUNNER.invoke(app, ["keys", "revoke", str(path), "acme-ingest"])
+    assert revoked.exit_code == 0 and "revoked 'acme-ingest'" in revoked.stdout
+    assert "deprecated" in revoked.stderr
+    assert json.loads(path.read_text()) == []
+    unnamed = RUNNER.invoke(app, ["keys", "revoke", "--file", str(path)])
+    assert unnamed.exit_code == 2 and "--file FILE --name NAME" in unnamed.output
 
 
 @pytest.mark.parametrize("args, words", [

@@ -95,6 +95,19 @@ def test_access_lines_lose_their_query_and_still_format(redacting: None) -> None
     assert line == '127.0.0.1:5000 GET /v1/models?… HTTP/1.1 200 OK'
 
 
+def test_a_redacted_line_formats_once_under_faust_formatter(redacting: None) -> None:
+    """faust's formatter (mode's) wraps a record's args in a tuple: a redacted record must not
+    be formatted again, or every line of the monitors' worker turns into a logging error."""
+    from mode.utils.logging import ExtensionFormatter
+
+    record = logging.getLogger("aiokafka").makeRecord(
+        "aiokafka", logging.ERROR, __file__, 1, "Group Coordinator Request failed: %s",
+        ("[Error 15] CoordinatorNotAvailableError",), None)
+    line = ExtensionFormatter(fmt="%(levelname)s %(message)s").format(record)
+    assert line.strip() == ("ERROR Group Coordinator Request failed: [Error 15] "
+                            "CoordinatorNotAvailableError")
+
+
 @pytest.mark.parametrize("url, shown", [
     ("https://hooks.slack.com/services/T0/B0/XyZ", "https://hooks.slack.com/…"),
     ("https://user:secret@am.example:9093/api/v2/alerts", "https://am.example:9093/…"),

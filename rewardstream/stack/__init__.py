@@ -1,0 +1,1 @@
+"""The platform on one machine: ``rewardstream up``, ``status`` and ``down``."""
