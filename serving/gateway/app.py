@@ -122,7 +122,8 @@ class _Gateway:
         validate_request(_REQUESTS[kind], body)
         check_limits(kind, body, self.config.limits)
         meta = extract_metadata(request.headers, body)
-        arm = assign_arm(meta.user, self.config.split)
+        canary = self.router.canary if self.router is not None else None
+        arm = assign_arm(meta.user, self.config.split, org_id, canary)
         meta = replace(meta, user=self.gatekeeper.pseudonym(org_id, meta.user))
         sampling = resolve_sampling(body, self.config.default_max_tokens)
         asked_logprobs = bool(body.get("logprobs")) if kind == "chat" else \
