@@ -88,21 +88,22 @@ def _open(settings: Settings, horizon_s: float) -> TopicReader:
     return reader
 
 
-def read_fold(settings: Settings) -> ReleaseFold:
+def read_fold(settings: Settings, horizon_s: float | None = None) -> ReleaseFold:
     """The fold of what the topics hold now (the commands' one-shot view): the registry, and
-    the rewards and alerts the running canaries need (since their start, less the lookback)."""
-    registry = ReleaseFold(horizon_s=0.0)
-    folder = _Folder(settings, registry)
+    the rewards and alerts of the last ``horizon_s`` (default: what the running canaries need,
+    since their start less their covariate's lookback)."""
+    folder = _Folder(settings, ReleaseFold(horizon_s=0.0))
     try:
-        with TopicReader(settings, ["checkpoints"], client_id=CONSUMER_NAME) as reader:
-            for record in reader.until_end():
-                folder(record)
-        now = _now()
-        horizon_s = max([(now - e.canary.started_at).total_seconds() + e.canary.covariate_lookback_s
-                         for e in registry.registry.latest.values() if e.canary is not None
-                         and e.status == "canary"], default=0.0)
-        fold = ReleaseFold(horizon_s=horizon_s)
-        folder.fold = fold
+        if horizon_s is None:
+            with TopicReader(settings, ["checkpoints"], client_id=CONSUMER_NAME) as reader:
+                for record in reader.until_end():
+                    folder(record)
+            now = _now()
+            horizon_s = max([(now - e.canary.started_at).total_seconds()
+                             + e.canary.covariate_lookback_s
+                             for e in folder.fold.registry.latest.values()
+                             if e.canary is not None and e.status == "canary"], default=0.0)
+        fold = folder.fold = ReleaseFold(horizon_s=horizon_s)
         with _open(settings, horizon_s) as reader:
             for record in reader.until_end():
                 folder(record)
