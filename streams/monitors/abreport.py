@@ -102,6 +102,24 @@ class AbReport:
     def row(self, metric: str) -> AbRow:
         return next(r for r in self.rows if r.metric == metric)
 
+    @classmethod
+    def from_evidence(cls, evidence: Mapping[str, Any]) -> AbReport:
+        """The report a registry event recorded (``evidence``), to show it again."""
+        labels = {metric: label for label, metric, _, _ in ROWS}
+
+        def number(value: float | None) -> float:
+            return math.nan if value is None else float(value)
+
+        rows = tuple(AbRow(labels.get(r["metric"], r["metric"]), r["metric"], r["better"],
+                           r["scale"], *(number(r[k]) for k in ("baseline", "candidate",
+                                                                 "change", "low", "high")))
+                     for r in evidence["rows"])
+        srm = evidence["srm"]
+        return cls(evidence["baseline"], evidence["candidate"], evidence["n_baseline"],
+                   evidence["n_candidate"], tuple(evidence["shares"]),  # type: ignore[arg-type]
+                   evidence["confidence"], rows, srm["statistic"], srm["p_value"], srm["alpha"],
+                   evidence.get("reward_variance_reduction"))
+
     def evidence(self) -> dict[str, Any]:
         """JSON-able: what a registry event records of the A/B."""
         return {"baseline": self.baseline, "candidate": self.candidate,

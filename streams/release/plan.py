@@ -58,21 +58,19 @@ class ControllerConfig:
 
 def _tally(fold: ReleaseFold, event: CheckpointEvent,
            spec: CanarySpec) -> tuple[AbTally, bool]:
-    """The canary's A/B so far, and whether any trajectory had a covariate."""
+    """The canary's A/B so far, its sides named by checkpoint, and whether any trajectory had a
+    covariate."""
     start_s = spec.started_at.timestamp()
     tally, covered = AbTally(), False
     for t in fold.since(start_s):
         if spec.org is not None and t.org_id != spec.org:
             continue
-        if t.arm == CANARY_ARM and t.checkpoint_id == event.checkpoint_id:
-            side = "canary"
-        elif t.arm == spec.baseline_arm and t.checkpoint_id == spec.baseline:
-            side = "production"
-        else:
+        on_canary = t.arm == CANARY_ARM and t.checkpoint_id == event.checkpoint_id
+        if not on_canary and (t.arm, t.checkpoint_id) != (spec.baseline_arm, spec.baseline):
             continue
         covariate = fold.covariate(t.task, start_s, spec.covariate_lookback_s)
         covered = covered or covariate is not None
-        tally.add(side, t.contributions, covariate, t.record_id)
+        tally.add(t.checkpoint_id, t.contributions, covariate, t.record_id)
     return tally, covered
 
 
@@ -85,7 +83,7 @@ def canary_evidence(fold: ReleaseFold, event: CheckpointEvent,
     rule = SequentialRule.from_dict(spec.rule)
     tally, covered = _tally(fold, event, spec)
     elapsed_s = max(0.0, (now - spec.started_at).total_seconds())
-    n0, n1 = tally.count("production"), tally.count("canary")
+    n0, n1 = tally.count(spec.baseline), tally.count(event.checkpoint_id)
     if n0 == 0 or n1 == 0:
         at_most = n0 + n1 >= rule.max_trajectories or elapsed_s >= rule.max_duration_s
         missing = " and ".join(side for side, n in (("production", n0), ("canary", n1)) if not n)
@@ -95,7 +93,7 @@ def canary_evidence(fold: ReleaseFold, event: CheckpointEvent,
                       + (" by the maximum" if at_most else " yet"),
             "rule": rule.describe(), "parameters": rule.to_dict(), "elapsed_s": elapsed_s,
             "n_baseline": n0, "n_candidate": n1, "needed": None}
-    report = tally.report("production", "canary", shares=(1 - spec.share, spec.share),
+    report = tally.report(spec.baseline, event.checkpoint_id, shares=(1 - spec.share, spec.share),
                           srm_alpha=rule.srm_alpha, adjust=covered)
     look = judge_look(report, rule, elapsed_s)
     return report, look.evidence(report, rule)
