@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.policy.sft import SftConfig
+from streams.release.rule import SequentialRule
 
 __all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "HACKS", "DemoConfig"]
 
@@ -94,10 +95,8 @@ class DemoConfig:
     def log_dir(self) -> Path:
         return self.run_dir / "logs"
 
-    def rule(self):  # -> streams.release.rule.SequentialRule
+    def rule(self) -> SequentialRule:
         """The canary's rule as the demo's release controller runs it; an hour at most."""
-        from streams.release.rule import SequentialRule
-
         return SequentialRule(margin=self.ab_margin, alpha=self.ab_alpha,
                               max_trajectories=self.canary_max_trajectories,
                               max_duration_s=3600.0)

@@ -116,7 +116,7 @@ class AbReport:
                      for r in evidence["rows"])
         srm = evidence["srm"]
         return cls(evidence["baseline"], evidence["candidate"], evidence["n_baseline"],
-                   evidence["n_candidate"], tuple(evidence["shares"]),  # type: ignore[arg-type]
+                   evidence["n_candidate"], tuple(evidence["shares"]),
                    evidence["confidence"], rows, srm["statistic"], srm["p_value"], srm["alpha"],
                    evidence.get("reward_variance_reduction"))
 

@@ -50,7 +50,7 @@ DEADLINE_S = 120.0
 
 
 def _cli(settings: Settings, *args: str, **kwargs: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "infra.cli", *args], text=True,
+    return subprocess.Popen([sys.executable, "-m", "rewardstream", *args], text=True,
                             env={**os.environ, **client_env(settings)}, **kwargs)  # type: ignore[call-overload]
 
 
