@@ -16,6 +16,7 @@ _BENCHMARKS: tuple[str, ...] = (
     "bench.restore",
     "bench.serving",
     "bench.trainer",
+    "bench.release_rule",
 )
 
 bench_app = typer.Typer(

@@ -46,11 +46,18 @@ def demo(
         "candidate whose share of held-out tasks with a broken tool call is up by more than "
         "this (95% lower bound)."),
     canary_share: float = typer.Option(
-        DemoConfig.canary_share, min=0.05, max=0.95, help="Share of a cycle's users (sticky by "
-        "user) the canary arm gets while a candidate that passed the gate waits for its A/B."),
+        DemoConfig.canary_share, min=0.05, max=0.95, help="Share of the users (sticky by "
+        "user) the canary arm gets while the release controller runs its A/B."),
     ab_margin: float = typer.Option(
-        DemoConfig.ab_margin, min=0.0, help="Non-inferiority margin of the canary's A/B: the "
-        "reward loss (canary − production) its 95% interval must rule out."),
+        DemoConfig.ab_margin, min=0.0, help="Non-inferiority margin of the canary's sequential "
+        "A/B: the reward loss (canary − production) its always-valid lower bound must rule "
+        "out."),
+    ab_alpha: float = typer.Option(
+        DemoConfig.ab_alpha, min=1e-6, max=0.5, help="The sequential rule's alpha: most chance "
+        "of promoting a canary worse by the margin."),
+    canary_max_trajectories: int = typer.Option(
+        DemoConfig.canary_max_trajectories, min=2, help="A canary's budget (both arms): the "
+        "cycle's traffic goes on until the rule decides, and at this many it rejects."),
     seed: int = typer.Option(DemoConfig.seed, help="Seed of tasks, users and training."),
     port_offset: int = typer.Option(0, help="Added to the services' ports (ingest 18400, "
                                     "gateway 18000, console 18090), to run two demos at once."),
@@ -58,8 +65,9 @@ def demo(
     """The closed loop on this machine: broker, ingest, reward worker, monitors, console,
     gateway and trainer; simulated users work with the served policy, their events become
     rewards, each cycle trains a LoRA candidate; one that passes the gate's offline evaluation
-    serves a canary arm beside production in the next cycle, and is promoted (the gateway
-    hot-loads it) only if that A/B is non-inferior. Prints per cycle reward, kept-edit,
+    serves a canary arm beside production in the next cycle, where the release controller
+    decides it by a sequential A/B (the cycle's traffic goes on until it decides), and it is
+    promoted (the gateway hot-loads it) only if non-inferior. Prints per cycle reward, kept-edit,
     dissatisfied and broken-call rates, latency, the A/B table and every decision with its
     reason; ends with a table and a plot in `runs/demo-<time>/`. It stops what it started (a
     broker too, unless one was running), also on Ctrl-C.
@@ -80,7 +88,8 @@ def demo(
                         temperature=temperature, concurrency=concurrency,
                         eval_per_family=eval_per_family, gate_margin=gate_margin,
                         gate_broken_call_tolerance=gate_broken_call_tolerance,
-                        canary_share=canary_share, ab_margin=ab_margin, seed=seed,
+                        canary_share=canary_share, ab_margin=ab_margin, ab_alpha=ab_alpha,
+                        canary_max_trajectories=canary_max_trajectories, seed=seed,
                         ingest_port=DemoConfig.ingest_port + port_offset,
                         gateway_port=DemoConfig.gateway_port + port_offset,
                         console_port=DemoConfig.console_port + port_offset)

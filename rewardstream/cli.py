@@ -26,6 +26,7 @@ from serving import keys_cli
 from streams import cli as streams_cli
 from streams import quarantine_cli
 from streams.monitors import cli as monitors_cli
+from streams.release import cli as release_cli
 from trainer import cli as trainer_cli
 from trainer import model_cli
 
@@ -47,7 +48,8 @@ app = typer.Typer(
 )
 
 # In the order their groups appear in --help.
-for register in (ops_cli.register, monitors_cli.register, schemas_cli.register,
+for register in (ops_cli.register, monitors_cli.register, release_cli.register,
+                 schemas_cli.register,
                  harness_cli.register, policy_cli.register, serving_cli.register,
                  keys_cli.register, streams_cli.register, quarantine_cli.register,
                  trainer_cli.register, model_cli.register, bench_cli.register,

@@ -11,8 +11,10 @@ Aliases, per model family:
   highest sequence. A promotion never rewrites the previous production checkpoint, so it stays
   next in line.
 * ``candidate``: the newest checkpoint still waiting for the gate.
-* ``canary``: the newest checkpoint that passed the gate's offline evaluation and serves the
-  canary arm until its A/B decides (``enter_canary``, then ``conclude_canary``).
+* ``canary``: the checkpoint that passed the gate's offline evaluation and serves the canary
+  arm until its A/B decides (``enter_canary``, then ``conclude_canary``): the newest whose
+  canary has started (``start_canary``: a stated share of users, the fleet's or one org's),
+  else the newest waiting for its start.
 
 Promotion through a canary needs both halves: the offline gate (``enter_canary`` takes only a
 passed gate) and a non-inferior A/B (``conclude_canary`` promotes only when the A/B passed, else
@@ -22,6 +24,10 @@ A rollback is two events when it rolls back production: the checkpoint marked ``
 and the previous production promoted again (so the log says what serves after it, and why); one
 event otherwise (a candidate or an older checkpoint taken out of the running). Lineage
 generations (parent chain depth) order checkpoints for the trainer's staleness bound.
+
+A checkpoint served outside the platform is registered by name only (``external``): alerts and
+history can name it, but the platform neither serves, promotes nor rolls it back
+(``Registry.platform_serves``).
 """
 
 from __future__ import annotations
@@ -30,15 +36,17 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, PositiveInt
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PositiveInt
 
 from schemas.errors import RegistryError
 from schemas.ids import uuid7
 
 __all__ = [
+    "CanarySpec",
     "CheckpointEvent",
     "CheckpointKind",
     "CheckpointStatus",
+    "DataManifest",
     "Registry",
     "conclude_canary",
     "enter_canary",
@@ -49,14 +57,40 @@ __all__ = [
     "transition",
 ]
 
-CheckpointKind = Literal["created", "evaluated", "promoted", "rejected", "rolled_back"]
+CheckpointKind = Literal["created", "evaluated", "canary_started", "canary_look", "promoted",
+                         "rejected", "aborted", "rolled_back", "registered"]
 CheckpointStatus = Literal["candidate", "canary", "production", "rejected", "rolled_back",
-                           "retired"]
+                           "retired", "external"]
+# What the platform serves (the gateway routes arms to them); the rest it only names.
+_SERVED = ("candidate", "canary", "production")
 
 
-class CheckpointEvent(BaseModel):
+class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+
+class CanarySpec(_Frozen):
+    """A started canary: who gets it, against what, and the rule that decides it."""
+
+    share: float = Field(gt=0.0, lt=1.0)  # of the scope's users (past any holdout), sticky
+    org: str | None = None  # the one org whose users get it; None: the fleet
+    baseline: str  # the production checkpoint it is compared with
+    started_at: AwareDatetime
+    salt: str  # users are drawn afresh for each canary: hash(salt, user) < share
+    rule: dict[str, Any] = {}  # the sequential rule's parameters (streams.release.rule)
+    baseline_arm: str = "production"  # the gateway arm production's users are on
+    covariate_lookback_s: float = Field(86_400.0, ge=0.0)  # task history before the start
+
+
+class DataManifest(_Frozen):
+    """What data trained a checkpoint made elsewhere: an export's manifest, by content."""
+
+    path: str
+    sha256: str
+    bytes: int = Field(ge=0)
+
+
+class CheckpointEvent(_Frozen):
     event_id: str
     sequence: PositiveInt  # 1, 2, ...: the order of events across checkpoints
     occurred_at: AwareDatetime
@@ -65,18 +99,20 @@ class CheckpointEvent(BaseModel):
     checkpoint_id: str
     model: str  # the model family (base model name) the checkpoint belongs to
     parent_id: str | None = None
-    path: str  # directory holding the weights (safetensors) or the LoRA adapter
+    path: str = ""  # directory of the weights (safetensors) or LoRA adapter; "" if external
     adapter: bool = False  # True: path holds a peft LoRA adapter over base_path
     base_path: str | None = None
     reward_spec_version: str | None = None
     orgs: list[str] = []  # the organisations whose records trained it (lineage)
     # Kafka offsets consumed to make it: {"topic:partition": [first, last]}.
     offsets: dict[str, list[int]] = {}
+    data_manifest: DataManifest | None = None  # or the manifest of an export it was trained on
     hyperparams: dict[str, Any] = {}
     stats: dict[str, Any] = {}
     # The gate's or the operator's reasons: intervals, per-family differences, alert ids.
     evidence: dict[str, Any] = {}
     actor: str = "trainer"
+    canary: CanarySpec | None = None  # set when its canary starts, kept in its later events
 
 
 class Registry:
@@ -147,9 +183,16 @@ class Registry:
     def canary(self, model: str | None = None,
                keep: Callable[[CheckpointEvent], bool] = lambda _: True,
                ) -> CheckpointEvent | None:
-        """The checkpoint serving the canary arm: it passed the gate, its A/B is undecided."""
+        """The checkpoint serving the canary arm: it passed the gate, its A/B is undecided;
+        one whose canary has started before one waiting for its start."""
         found = self.by_status("canary", model, keep)
-        return found[0] if found else None
+        started = [e for e in found if e.canary is not None]
+        return (started or found)[0] if found else None
+
+    def platform_serves(self, checkpoint_id: str) -> bool:
+        """Whether the platform serves the checkpoint now (so it can roll it back)."""
+        event = self.latest.get(checkpoint_id)
+        return event is not None and event.status in _SERVED
 
     def aliases(self, checkpoint_id: str) -> list[str]:
         event = self.latest.get(checkpoint_id)
@@ -196,9 +239,17 @@ def transition(
     })
 
 
+def _served_here(event: CheckpointEvent) -> None:
+    if event.status == "external":
+        raise RegistryError(f"checkpoint {event.checkpoint_id!r} is served outside the platform "
+                            "(registered by name only): promote or roll it back where it is "
+                            "served")
+
+
 def promotion(registry: Registry, checkpoint_id: str, now: datetime, actor: str,
               evidence: dict[str, Any]) -> CheckpointEvent:
     event = registry.get(checkpoint_id)
+    _served_here(event)
     incumbent = registry.production(event.model)
     if incumbent is not None and incumbent.checkpoint_id == checkpoint_id:
         raise RegistryError(f"checkpoint {checkpoint_id!r} is already production")
@@ -252,6 +303,7 @@ def rollback(registry: Registry, checkpoint_id: str | None, now: datetime, actor
             raise RegistryError("nothing to roll back: no checkpoint is production; name one")
         checkpoint_id = current.checkpoint_id
     target = registry.get(checkpoint_id)
+    _served_here(target)
     if target.status in ("rolled_back", "rejected", "retired"):
         raise RegistryError(f"checkpoint {checkpoint_id!r} is already {target.status}")
     is_production = registry.production(target.model) == target

@@ -158,12 +158,14 @@ def reward_record(
     outcome: Outcome = ended.data["outcome"] if ended is not None else "unfinished"
     measured = signals(facts, spec)
     terms = components(measured, outcome, spec)
+    # The gateway stamps each completion with the checkpoint and the arm it assigned; a client
+    # event may name no arm ("default"), so both come from the first served completion.
     first = next((f for f in facts if f.type == COMPLETION_SERVED), facts[0])
     return RewardRecord.model_validate({
         "trajectory_id": state.trajectory_id,
         "spec_version": spec.version,
         "checkpoint_id": first.checkpoint_id,
-        "arm": facts[0].arm,
+        "arm": first.arm,
         "org_id": state.org_id,
         "task_family": ended.data["family"] if ended is not None else "default",
         "outcome": outcome,

@@ -54,6 +54,11 @@ def train(
                                          "records (repeatable; default: every org's)."),
     metrics_port: int = _METRICS_PORT,
     metrics_host: str = _METRICS_HOST,
+    canary: bool | None = typer.Option(None, "--canary/--no-canary", help="A candidate that "
+                                       "passes the gate serves a canary, which the release "
+                                       "controller (`rewardstream release run`) promotes or "
+                                       "rejects on its A/B; --no-canary promotes it at once "
+                                       "(default: the config file's, else no canary)."),
 ) -> None:
     """Train the policy on the `rewards` stream and gate each candidate.
 
@@ -82,7 +87,7 @@ def train(
     settings_overrides = dict(model_dir=model_dir, out_dir=out_dir, lora=lora, lr=lr,
                               batch_records=batch_records, steps_per_cycle=steps_per_cycle,
                               cycle_period_s=cycle_period_s, deterministic=deterministic,
-                              orgs=tuple(org) if org else None)
+                              orgs=tuple(org) if org else None, canary=canary)
     run_training(load_config(config, **settings_overrides), settings=settings,
                  records_file=records, registry_file=registry_file, continuous=cycle,
                  max_cycles=max_cycles, emit=totals.counting(print_line))
@@ -177,6 +182,79 @@ def registry_rollback(
         f"; production is {restored} again" if restored else
         "; no earlier production checkpoint: the base model serves" if
         events[0].evidence["previous_status"] == "production" else ""))
+
+
+@registry_app.command("register")
+def registry_register(
+    directory: Path | None = typer.Argument(None, help="A Hugging Face model or peft adapter "
+                                            "directory trained outside the platform."),
+    model: str = typer.Option(..., help="The model family it belongs to (the registry's "
+                              "`model`, e.g. the base model's name)."),
+    external: str | None = typer.Option(None, help="Instead of a directory: the name of a "
+                                        "checkpoint served outside the platform (no weights), "
+                                        "so alerts and history can name it."),
+    checkpoint_id: str | None = typer.Option(None, help="Its id (default: MODEL-<uuid7>)."),
+    parent: str | None = typer.Option(None, help="The registry checkpoint it was trained from."),
+    manifest: Path | None = typer.Option(None, help="Lineage: the manifest of the export that "
+                                         "trained it (recorded with its sha256)."),
+    offsets: list[str] | None = typer.Option(None, help="Lineage: Kafka offsets consumed, "
+                                             "topic:partition=first-last (repeatable)."),
+    org: list[str] | None = typer.Option(None, help="Organisations whose data trained it."),
+    gate: bool = typer.Option(True, help="Run the gate now: a pass serves a canary, which the "
+                              "release controller decides (--no-gate: gate it later)."),
+    eval_suite: str = typer.Option("builtin", help="The gate's eval suite: builtin or "
+                                   "package.module:factory."),
+    gate_margin: float = typer.Option(0.02, min=0.0, help="Non-inferiority margin of the gate."),
+    gate_broken_call_tolerance: float = typer.Option(0.05, min=0.0, max=1.0,
+                                                     help="The gate's broken-call tolerance."),
+    gate_seed: int = typer.Option(0, help="Seed of the gate's evals and bootstrap."),
+    note: str = typer.Option("", help="With --external: a note kept as its evidence."),
+    actor: str | None = _ACTOR, registry_file: Path | None = _REGISTRY_FILE,
+) -> None:
+    """Register a checkpoint trained elsewhere (TRL, verl, your own code) as a candidate with
+    its lineage, and put it through the same gate and canary as the platform's own; the gateway
+    serves a peft adapter like its own. Or, with --external NAME, register by name a model
+    served outside the platform (never served, promoted or rolled back here).
+
+    Example: rewardstream registry register ./trl-out --model demo-policy --manifest
+    exports/2026-03-01/manifest.json"""
+    from schemas.errors import RegistryError
+
+    store = _store(registry_file)
+    who = actor or getpass.getuser()
+    now = datetime.now(UTC)
+    if (directory is None) == (external is None):
+        raise RegistryError("give a directory to register, or --external NAME, not both")
+    if external is not None:
+        from schemas.release import external_registration
+
+        event = external_registration(store.read(), external, model, now, who, note)
+        store.publish([event])
+        typer.echo(f"{external} registered as served outside the platform (model {model})")
+        return
+    from trainer.register import parse_offsets, read_manifest, registration
+
+    assert directory is not None
+    event = registration(store.read(), directory, model, now, f"register:{who}",
+                         checkpoint_id=checkpoint_id, parent_id=parent,
+                         offsets=parse_offsets(offsets or []),
+                         manifest=read_manifest(manifest) if manifest else None,
+                         orgs=tuple(org or ()))
+    store.publish([event])
+    kind = "peft adapter" if event.adapter else "full model (served only where the gateway's " \
+        "base is this directory)"
+    typer.echo(f"{event.checkpoint_id} registered as a candidate: {kind} at {event.path}")
+    if not gate:
+        return
+    from trainer.cycle import run_gate
+    from trainer.evalsuite import build_suite
+    from trainer.gate import Gate, describe_gate
+
+    judge = Gate(build_suite(eval_suite, None), gate_margin, gate_broken_call_tolerance,
+                 0.95, 2000, gate_seed)
+    decision, evidence = run_gate(store, judge, event.checkpoint_id, Path(event.path),
+                                  canary=True, now=datetime.now(UTC))
+    typer.echo(f"gate: {decision}: {describe_gate(evidence)}")
 
 
 def register(app: typer.Typer) -> None:

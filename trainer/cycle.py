@@ -30,6 +30,7 @@ from schemas.checkpoints import (
     rejection,
 )
 from schemas.dedupe import DedupeWindow
+from schemas.errors import RegistryError
 from schemas.evals import EvalSuite
 from schemas.ids import uuid7
 from trainer.actor import load_actor
@@ -50,7 +51,7 @@ from trainer.prepare import ConsumedRecord, prepare_batch
 from trainer.registry_io import RegistryStore
 from trainer.update import PolicyUpdater, UpdateStats, make_optimizer
 
-__all__ = ["CycleResult", "TrainingCycle"]
+__all__ = ["CycleResult", "TrainingCycle", "run_gate"]
 
 Decision = Literal["promoted", "rejected", "canary"]
 
@@ -84,6 +85,28 @@ class _CycleLog:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def run_gate(store: RegistryStore, gate: Gate, checkpoint_id: str, directory: Path,
+                    canary: bool, now: datetime) -> tuple[Decision, dict[str, Any]]:
+    """Gate a registered candidate against its model's production and publish the decision:
+    rejected, or (passed) promoted, or the canary arm when ``canary``."""
+    registry = store.read()
+    model = registry.get(checkpoint_id).model
+    incumbent = registry.production(model)
+    if incumbent is None:
+        raise RegistryError(f"model {model!r} has no production checkpoint to gate "
+                            f"{checkpoint_id!r} against; promote its base model first")
+    with torch.random.fork_rng(devices=[]):
+        outcome = gate.judge((checkpoint_id, directory),
+                             (incumbent.checkpoint_id, Path(incumbent.path)))
+    evidence = outcome.evidence(checkpoint_id, incumbent.checkpoint_id, gate.seed)
+    decision: Decision = "rejected"
+    if outcome.verdict.passed:
+        decision = "canary" if canary else "promoted"
+    decide = {"promoted": promotion, "rejected": rejection, "canary": enter_canary}[decision]
+    store.publish([decide(registry, checkpoint_id, now, "gate", evidence)])
+    return decision, evidence
 
 
 class TrainingCycle:
@@ -277,18 +300,8 @@ class TrainingCycle:
         return self._decide(checkpoint_id, Path(event.path), event.stats)
 
     def _decide(self, checkpoint_id: str, directory: Path, stats: dict[str, Any]) -> CycleResult:
-        registry = self.store.read()
-        incumbent = registry.production(self.config.model)
-        assert incumbent is not None
-        with torch.random.fork_rng(devices=[]):
-            outcome = self.gate.judge((checkpoint_id, directory),
-                                      (incumbent.checkpoint_id, Path(incumbent.path)))
-        evidence = outcome.evidence(checkpoint_id, incumbent.checkpoint_id, self.gate.seed)
-        decision: Decision = "rejected"
-        if outcome.verdict.passed:
-            decision = "canary" if self.config.canary else "promoted"
-        decide = {"promoted": promotion, "rejected": rejection, "canary": enter_canary}[decision]
-        self.store.publish([decide(registry, checkpoint_id, self.clock(), "gate", evidence)])
+        decision, evidence = run_gate(self.store, self.gate, checkpoint_id, directory,
+                                      self.config.canary, self.clock())
         return CycleResult(checkpoint_id, decision, directory, evidence, stats)
 
     def conclude_canary(self, checkpoint_id: str, ab: dict[str, Any]) -> CycleResult:

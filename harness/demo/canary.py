@@ -1,37 +1,27 @@
-"""The canary's A/B in the demo: a cycle's reward records of the production and the canary
-checkpoint → the A/B report and its rule (``streams.monitors.abreport``, ``abrule``) → the
-evidence the trainer concludes the canary with (``TrainingCycle.conclude_canary``)."""
+"""The canary in the demo: the release controller decides it (``streams.release``); the demo
+waits for that decision on ``checkpoints`` and shows it as a row: the decision, the rule's
+reason, the A/B table it read and the look's evidence (bounds, trajectories)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from harness.demo.report import CanaryRow
+from schemas.checkpoints import CheckpointEvent, Registry
+from streams.monitors.abreport import AbReport
 
-from harness.demo.config import DemoConfig
-from schemas.rewards import RewardRecord
-from streams.monitors.abreport import AbReport, build_report
-from streams.monitors.abrule import AbRule, AbVerdict, judge_ab
-
-__all__ = ["judge_canary"]
+__all__ = ["canary_row", "decision_of"]
 
 
-def judge_canary(records: Sequence[RewardRecord], production: str, canary: str,
-                 config: DemoConfig, covariates: Mapping[str, float] | None = None,
-                 ) -> tuple[AbReport | None, AbVerdict, dict[str, Any]]:
-    """The report (None when an arm has no records), the verdict, and the verdict's evidence;
-    ``covariates`` (trajectory id → the same task's reward in the previous cycle) adjust the
-    reward's difference."""
-    rule = AbRule(margin=config.ab_margin)
-    present = {record.checkpoint_id for record in records}
-    missing = [arm for arm, checkpoint in (("production", production), ("canary", canary))
-               if checkpoint not in present]
-    if missing:
-        verdict = AbVerdict(False, f"no reward records from the {' and '.join(missing)} arm: "
-                                   "nothing to compare")
-        return None, verdict, {"passed": False, "reason": verdict.reason,
-                               "rule": rule.describe()}
-    report = build_report(records, production, canary, by="checkpoint",
-                          shares=(1 - config.canary_share, config.canary_share),
-                          covariates=covariates)
-    verdict = judge_ab(report, rule)
-    return report, verdict, verdict.evidence(report, rule)
+def decision_of(registry: Registry, checkpoint_id: str) -> CheckpointEvent | None:
+    """The event that ended the checkpoint's canary, or None while it runs (or waits)."""
+    event = registry.latest.get(checkpoint_id)
+    return event if event is not None and event.status != "canary" else None
+
+
+def canary_row(event: CheckpointEvent) -> CanaryRow:
+    """The row of a decided canary: promoted, rejected or aborted, with its evidence."""
+    look = event.evidence.get("ab", {})
+    decision = {"promoted": "promoted", "aborted": "aborted",
+                "rolled_back": "rolled back"}.get(event.kind, "rejected")
+    report = AbReport.from_evidence(look) if look.get("rows") else None
+    return CanaryRow(event.checkpoint_id, decision, str(look.get("reason", event.kind)), report,
+                     look)

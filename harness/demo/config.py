@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.policy.sft import SftConfig
 from streams.monitors.config import CONFIG_PROFILES
+from streams.release.rule import SequentialRule
 
 __all__ = ["DEMO_MONITOR_THRESHOLDS", "DEMO_WINDOW_S", "DemoConfig"]
 
@@ -56,16 +57,19 @@ class DemoConfig:
     # (the run that showed it: docs/trainer-and-release.md#the-gate). The gate fails it when
     # that share is surely up by more than this.
     gate_broken_call_tolerance: float = 0.05
-    # Canary: a candidate that passes the gate serves this share of the next cycle's users
-    # (sticky by user) beside production, and is promoted only if that A/B passes
-    # (streams.monitors.abrule): no sample-ratio mismatch, a reward difference whose 95% lower
-    # bound is above −ab_margin, no guardrail worse beyond its tolerance. Half the users, because
-    # at 160 trajectories a cycle a smaller arm could rule out only losses larger than any seen.
-    # The reward difference is adjusted for each task's reward in the previous cycle (CUPED,
-    # harness.demo.cycles); how wide its interval is with and without that, and why the margin
-    # is 0.5: docs/trainer-and-release.md#choosing-the-margin.
+    # Canary: a candidate that passes the gate serves this share of the users (sticky by
+    # user) beside production, and the release controller (`rewardstream release run`, started
+    # with the services) decides it by its sequential rule (streams.release.rule): promoted once
+    # the always-valid lower bound of the reward difference (alpha ab_alpha) rules out a loss
+    # of ab_margin, rejected once the canary is surely worse or a guardrail surely worse beyond
+    # its tolerance. The cycle's traffic goes on, round after round of the cohort (new users
+    # and sampling seeds), until it decides or canary_max_trajectories (both arms) is reached,
+    # where the rule rejects. Half the users, because an even split needs the fewest
+    # trajectories; what a decision costs: docs/trainer-and-release.md#the-rules-error-rates.
     canary_share: float = 0.5
-    ab_margin: float = 0.5
+    ab_margin: float = 0.15
+    ab_alpha: float = 0.05
+    canary_max_trajectories: int = 1600
     seed: int = 0
     # Ports of the services (loopback).
     ingest_port: int = 18400
@@ -73,6 +77,7 @@ class DemoConfig:
     console_port: int = 18090
     sft: SftConfig = field(default_factory=SftConfig)  # the warm start
     rewards_timeout_s: float = 60.0  # how long a cycle waits for its reward records
+    decision_timeout_s: float = 120.0  # how long the last records' look may take to decide
 
     @property
     def hack_label(self) -> str:
@@ -82,3 +87,9 @@ class DemoConfig:
     @property
     def log_dir(self) -> Path:
         return self.run_dir / "logs"
+
+    def rule(self) -> SequentialRule:
+        """The canary's rule as the demo's release controller runs it; an hour at most."""
+        return SequentialRule(margin=self.ab_margin, alpha=self.ab_alpha,
+                              max_trajectories=self.canary_max_trajectories,
+                              max_duration_s=3600.0)

@@ -1,10 +1,15 @@
-"""One demo cycle: traffic on production (and on the canary arm, when a candidate waits for its
-A/B) → reward records → the canary's A/B decides its promotion → the trainer's cycle API
-(update, candidate, gate) → a passing candidate serves the canary arm of the next cycle."""
+"""One demo cycle: traffic on production (and on a running canary's share of the users) →
+reward records → the trainer's cycle API (update, candidate, gate) → a passing candidate
+becomes a canary, which the release controller (a service of the stack) starts and decides.
+
+The demo owns no A/B: while a canary runs, the cycle drives more rounds of its cohort (the same
+tasks, new users and sampling seeds) until the controller decides, or the canary's budget
+(``canary_max_trajectories``) is spent, where the rule rejects; it prints what was decided."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.demo.canary import judge_canary
+from harness.demo.canary import canary_row, decision_of
 from harness.demo.config import DemoConfig
 from harness.demo.deploy import wait_served
 from harness.demo.metrics import cycle_figures
@@ -26,9 +31,12 @@ from harness.demo.report import (
 )
 from harness.demo.topics_io import RewardReader
 from harness.demo.traffic import Traffic
+from infra.errors import ServiceError
 from infra.supervisor import Supervisor
+from schemas.checkpoints import CheckpointEvent
 from schemas.rewards import RewardRecord
 from streams.monitors.abreport import format_report
+from streams.release.view import describe_look
 from trainer.gate import describe_gate, failed_checks
 
 if TYPE_CHECKING:
@@ -36,6 +44,8 @@ if TYPE_CHECKING:
     from trainer.cycle import TrainingCycle
 
 __all__ = ["CycleRunner", "train_config"]
+
+_CHECK_EVERY = 16  # trajectories between two looks at the registry while a canary runs
 
 
 def train_config(config: DemoConfig, policy_dir: Path) -> TrainConfig:
@@ -67,11 +77,6 @@ class CycleRunner:
         self.gateway_key = gateway_key
         self.cycle = 0  # the cycle in progress
         self.records: dict[str, list[RewardRecord]] = {}  # every cycle's, per checkpoint
-        # The cohort's place (task and sampling seed) of this cycle's trajectories, and each
-        # place's reward in the previous cycle: the canary A/B's covariate (the same cohort every
-        # cycle; the arms are drawn anew, so the previous reward is measured before the split).
-        self._places: dict[str, int] = {}
-        self._previous: dict[int, float] = {}
 
     def _progress(self) -> Progress:
         return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -80,17 +85,19 @@ class CycleRunner:
     def _wait(self, wanted: dict[str, str]) -> None:
         wait_served(self.gateway_url, self.gateway_key, wanted, self.services)
 
-    def _traffic(self, cycle: int) -> list:  # -> list[ConsumedRecord]
+    def _round(self, cycle: int, draw: int, stop: Callable[[], bool]) -> list:
+        """One round of the cohort (draw 0: the cycle's own; later: a canary's extra traffic);
+        -> list[ConsumedRecord]."""
         config = self.config
+        label = f"cycle {cycle}" + (f", canary round {draw + 1}" if draw else "")
         with self._progress() as progress:
-            bar = progress.add_task(f"cycle {cycle}: trajectories", total=config.trajectories)
+            bar = progress.add_task(f"{label}: trajectories", total=config.trajectories)
             cohort = config.seed * 1000 + cycle if config.fresh_cohorts else config.seed
-            ordered = self.traffic.run(config.trajectories, cohort, f"c{cycle}",
-                                       lambda _id: progress.advance(bar))
-            self._places = {trajectory: place for place, trajectory in enumerate(ordered)}
+            ordered = self.traffic.run(config.trajectories, cohort, f"c{cycle}d{draw}",
+                                       lambda _id: progress.advance(bar), draw=draw, stop=stop)
             wanted = set(ordered)
             self.traffic.flush()
-            rewards = progress.add_task(f"cycle {cycle}: reward records", total=len(wanted))
+            rewards = progress.add_task(f"{label}: reward records", total=len(wanted))
             consumed = self.reader.collect(wanted, config.rewards_timeout_s,
                                            lambda n: progress.update(rewards, completed=n))
         if len(consumed) < len(wanted):
@@ -98,29 +105,55 @@ class CycleRunner:
                                f"records did not arrive within {config.rewards_timeout_s:.0f} s[/]")
         return consumed
 
-    def _covariates(self) -> dict[str, float]:
-        if self.config.fresh_cohorts:  # another cohort's rewards say nothing of this one's
-            return {}
-        return {trajectory: self._previous[place] for trajectory, place in self._places.items()
-                if place in self._previous}
+    def _decision(self, canary: str) -> CheckpointEvent | None:
+        return decision_of(self.training.store.read(), canary)
 
-    def _conclude(self, production: str, canary: str, records: list[RewardRecord]) -> CanaryRow:
-        """The canary's A/B on this cycle's records decides it; a promotion is waited for."""
-        report, verdict, evidence = judge_canary(records, production, canary, self.config,
-                                                 self._covariates())
-        decision = self.training.conclude_canary(canary, evidence).decision
-        if decision == "promoted":
-            self._wait({"production": canary})
-        row = CanaryRow(canary, decision, verdict.reason, report)
-        if report is not None:
-            self.console.print(format_report(report, ("production", "canary")), markup=False,
-                               highlight=False)
+    def _started(self, canary: CheckpointEvent) -> None:
+        """Wait until the release controller started the gated checkpoint's canary."""
+        deadline = time.monotonic() + 60.0
+        while self.training.store.read().get(canary.checkpoint_id).canary is None:
+            self.services.check_alive()
+            if time.monotonic() > deadline:
+                raise ServiceError(f"the release controller did not start the canary of "
+                                   f"{canary.checkpoint_id} within 60 s; see "
+                                   f"{self.services.log_dir / 'release.log'}")
+            time.sleep(0.5)
+
+    def _until_decided(self, cycle: int, canary: str, sent: int) -> tuple[list, CheckpointEvent]:
+        """More rounds while the canary runs and its budget lasts, then its decision."""
+        checks = iter(range(1 << 62))
+
+        def decided() -> bool:  # every _CHECK_EVERY trajectories: reading the registry costs
+            return next(checks) % _CHECK_EVERY == _CHECK_EVERY - 1 and \
+                self._decision(canary) is not None
+
+        more, draw = [], 1
+        while self._decision(canary) is None and sent < self.config.canary_max_trajectories:
+            round_records = self._round(cycle, draw, decided)
+            more += round_records
+            sent += len(round_records)
+            draw += 1
+        deadline = time.monotonic() + self.config.decision_timeout_s
+        while (decision := self._decision(canary)) is None:
+            self.services.check_alive()
+            if time.monotonic() > deadline:
+                raise ServiceError(f"the release controller has not decided {canary} after "
+                                   f"{sent} trajectories; see "
+                                   f"{self.services.log_dir / 'release.log'}")
+            time.sleep(0.5)
+        return more, decision
+
+    def _show(self, row: CanaryRow) -> None:
+        if row.report is not None:
+            self.console.print(format_report(row.report, ("production", "canary")),
+                               markup=False, highlight=False)
+        if row.look:
+            self.console.print(describe_look(row.look), markup=False, highlight=False)
         self.console.print(canary_line(row))
-        return row
 
     def run(self, cycle: int) -> CycleRow:
         """Cycle ``cycle``; the last one trains nothing (no traffic would be left to test its
-        candidate), it only concludes the canary its traffic served."""
+        candidate), it only drives the canary its traffic serves to a decision."""
         self.cycle = cycle
         registry = self.training.store.read()
         model = self.training.config.model
@@ -128,10 +161,19 @@ class CycleRunner:
         assert serving is not None  # TrainingCycle.start registered the base as production
         production = serving.checkpoint_id
         waiting = registry.canary(model)
+        if waiting is not None:
+            self._started(waiting)
         canary = waiting.checkpoint_id if waiting is not None else None
-        self._wait({"production": production, "canary": canary or production})
+        self._wait({"production": production, **({"canary": canary} if canary else {})})
         started = time.monotonic()
-        consumed = self._traffic(cycle)
+        cohort = self._round(cycle, 0, lambda: False)
+        consumed, decided = list(cohort), None
+        if canary is not None:
+            more, decision = self._until_decided(cycle, canary, len(cohort))
+            consumed += more
+            decided = canary_row(decision)
+            if decided.decision == "promoted":
+                self._wait({"production": canary})
         collected = time.monotonic()
         records = [c.record for c in consumed if c.record is not None]
         for record in records:
@@ -140,20 +182,16 @@ class CycleRunner:
         self.services.check_alive()
         self.console.print(cycle_line(cycle, production, canary, figures, collected - started))
         self.console.print(components_line(figures))
-        canary_row = self._conclude(production, canary, records) if canary else None
-        self._previous = {self._places[r.trajectory_id]: r.total for r in records
-                          if r.trajectory_id in self._places}
+        if decided is not None:
+            self._show(decided)
         result = None
         if cycle < self.config.cycles:
             with self._progress() as progress:
-                progress.add_task(f"cycle {cycle}: update + gate ({len(consumed)} records)",
+                progress.add_task(f"cycle {cycle}: update + gate ({len(cohort)} records)",
                                   total=None)
-                result = self.training.run(consumed)
-        if result is not None and result.decision in ("canary", "promoted"):
-            arm = "canary" if result.decision == "canary" else "production"
-            self._wait({arm: result.checkpoint_id})
+                result = self.training.run(cohort)
         evidence = result.evidence if result else {}
-        row = CycleRow(cycle, production, canary_row, figures,
+        row = CycleRow(cycle, production, decided, figures,
                        result.decision if result else "none",
                        result.checkpoint_id if result else "",
                        float(evidence.get("candidate_mean", float("nan"))),
@@ -163,7 +201,8 @@ class CycleRunner:
                        collected - started, time.monotonic() - collected)
         if result is not None:
             colour = "red" if result.decision == "rejected" else "green"
-            then = "; it serves the canary arm next cycle" if result.decision == "canary" else ""
+            then = ("; the release controller starts its canary" if result.decision == "canary"
+                    else "")
             self.console.print(
                 f"  [{colour} bold]gate: {result.decision}[/] {short(result.checkpoint_id)} "
                 f"(held-out solve rate {row.eval_candidate:.2f} vs production "

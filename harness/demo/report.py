@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,17 @@ __all__ = ["CanaryRow", "CycleRow", "ab_short", "alert_line", "alert_scope", "ca
 
 @dataclass(frozen=True)
 class CanaryRow:
-    """The A/B that ran on a cycle's traffic, and what it decided."""
+    """The A/B that ran on a cycle's traffic, and what the release controller decided."""
 
     checkpoint: str
-    decision: str  # promoted / rejected
-    reason: str  # the A/B rule's one line
+    decision: str  # promoted / rejected / aborted
+    reason: str  # the sequential rule's one line
     report: AbReport | None  # None when an arm had no records to compare
+    look: dict[str, Any] = field(default_factory=dict)  # the deciding look's evidence
+
+    @property
+    def trajectories(self) -> int:
+        return int(self.look.get("n_baseline") or 0) + int(self.look.get("n_candidate") or 0)
 
 
 @dataclass(frozen=True)
@@ -55,12 +60,13 @@ def short(checkpoint_id: str) -> str:
 
 
 def ab_short(canary: CanaryRow) -> str:
-    """``promoted +0.19 [-0.24, +0.62]``: the decision and the reward difference with its 95%
-    interval (the rule's reason when there was nothing to compare)."""
-    if canary.report is None:
+    """``promoted +0.09 [-0.12, +0.30] n=640``: the decision, the reward difference with its
+    always-valid bounds and the trajectories it took (the rule's reason without bounds)."""
+    bound = canary.look.get("primary_bound") or {}
+    if bound.get("low") is None or bound.get("high") is None:
         return f"{canary.decision}: {canary.reason}"
-    reward = canary.report.row("reward")
-    return f"{canary.decision} {reward.change:+.2f} [{reward.low:+.2f}, {reward.high:+.2f}]"
+    return (f"{canary.decision} {bound['change']:+.2f} [{bound['low']:+.2f}, "
+            f"{bound['high']:+.2f}] n={canary.trajectories}")
 
 
 def gate_short(row: CycleRow) -> str:
@@ -122,7 +128,8 @@ def alert_line(event: AlertEvent) -> str | None:
 
 def summary_table(rows: list[CycleRow]) -> Table:
     table = Table(title="rewardstream demo: per cycle (figures of all the cycle's traffic)")
-    left = ("production", "canary", "A/B: reward diff. [95%]", "gate: held-out cand./prod.")
+    left = ("production", "canary", "A/B: reward diff. [always-valid], trajectories",
+            "gate: held-out cand./prod.")
     for column in ("cycle", "production", "canary", "n", "reward", "kept-edit", "edit",
                    "dissatisfied", "broken-call", "latency ms", *left[2:]):
         table.add_column(column, justify="left" if column in left else "right")

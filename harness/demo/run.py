@@ -101,8 +101,6 @@ def _hack_adapter(console: Console, config: DemoConfig, hack: str,
 
 
 def _announce(console: Console, config: DemoConfig, stack: Stack, prefix: str) -> None:
-    from streams.monitors.abrule import AbRule
-
     console.print(f"[bold]console[/] {stack.console_url}  staff key: [bold]{stack.staff_key}[/] "
                   "(paste it at the console's sign-in)")
     console.print(f"[bold]topics[/] prefix {prefix!r}; service logs in {config.log_dir}/")
@@ -112,9 +110,10 @@ def _announce(console: Console, config: DemoConfig, stack: Stack, prefix: str) -
     console.print(f"[bold]promotion[/] needs the offline gate (held-out tasks, every family's "
                   f"95% lower bound above -{config.gate_margin:g}; share of tasks with a "
                   f"broken tool call not surely up by more than "
-                  f"{config.gate_broken_call_tolerance:g}) AND a non-inferior A/B on "
-                  f"the canary arm ({config.canary_share:.0%} of the next cycle's users, sticky "
-                  f"by user): {AbRule(margin=config.ab_margin).describe()}")
+                  f"{config.gate_broken_call_tolerance:g}) AND the release controller's "
+                  f"A/B on the canary arm ({config.canary_share:.0%} of the users, sticky by "
+                  f"user; a cycle's traffic goes on until it decides, at most "
+                  f"{config.canary_max_trajectories} trajectories): {config.rule().describe()}")
 
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:
@@ -250,8 +249,8 @@ def _loop(console: Console, config: DemoConfig, settings: Settings, prefix: str,
             served = run.rows[-1].served_by  # its traffic is the monitors' baseline
             hack_id = deploy_hack(store, trainer_config.model, hack_dir, policy_dir, served,
                                   config.hack_label)
-            wait_served(stack.gateway_url, stack.gateway_key,
-                        {"production": hack_id, "canary": hack_id}, stack.services)
+            wait_served(stack.gateway_url, stack.gateway_key, {"production": hack_id},
+                        stack.services)
             console.print(f"[red bold]--hack {config.hack_label}[/]: deployed {hack_id} around the "
                           f"gate and the canary (parent {served}); watch the monitors")
         run.rows.append(runner.run(cycle))

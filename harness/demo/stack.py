@@ -2,10 +2,11 @@
 
 Ingest and the gateway (each with a freshly made API key of org ``demo``), the reward-join
 worker, the monitors' metrics worker and detectors (with the demo thresholds), the console (with
-a fresh staff key that sees every org) and the gateway (torch engine over the warm-started
-policy, following ``checkpoints``; its users are split sticky between a ``production`` and a
-``canary`` arm, the canary serving production whenever no candidate waits for its A/B). The
-trainer runs in the demo's own process through its cycle API.
+a fresh staff key that sees every org), the gateway (torch engine over the warm-started
+policy, following ``checkpoints``; a running canary's share of the users, sticky, gets the
+``canary`` arm) and the release controller, which starts each gated candidate's canary and
+decides it by its sequential rule. The trainer runs in the demo's own process through its
+cycle API.
 """
 
 from __future__ import annotations
@@ -87,8 +88,7 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
         gateway = services.start(
             "gateway", "serve", "gateway", "--engine-model", str(policy_dir.resolve()),
             "--port", str(config.gateway_port), "--default-max-tokens", "96",
-            "--reference-temperature", str(config.temperature),
-            "--arms", f"production={1 - config.canary_share:g},canary={config.canary_share:g}")
+            "--reference-temperature", str(config.temperature))
         # The workers' /metrics ports are off: two demos, or a demo beside `rewardstream up`,
         # would share them.
         services.start("worker", "worker", "--commit-interval-s", "0.5", "--datadir",
@@ -99,6 +99,13 @@ def start_stack(config: DemoConfig, env: dict[str, str], policy_dir: Path,
                        *_NO_METRICS)
         console = services.start("console", "serve", "console", "--port",
                                  str(config.console_port))
+        rule = config.rule()
+        services.start("release", "release", "run", "--share", f"{config.canary_share:g}",
+                       "--margin", f"{rule.margin:g}", "--alpha", f"{rule.alpha:g}",
+                       "--max-trajectories", str(rule.max_trajectories),
+                       "--max-hours", f"{rule.max_duration_s / 3600:g}",
+                       "--min-per-arm", str(rule.min_per_arm), "--look-interval-s", "2",
+                       "--lookback-hours", "6")
         wait_http(urls["ingest"] + "/readyz", 90, ingest)
         wait_http(urls["gateway"] + "/readyz", 120, gateway)
         wait_http(urls["console"] + "/readyz", 90, console)

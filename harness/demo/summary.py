@@ -24,7 +24,6 @@ from harness.demo.report import (
 from schemas.alerts import AlertEvent
 from schemas.rewards import RewardRecord
 from streams.monitors.abreport import format_report
-from streams.monitors.abrule import AbRule
 
 __all__ = ["alerts_fired", "counted", "finish", "summary"]
 
@@ -47,15 +46,19 @@ def _figures(figures: CycleFigures) -> dict[str, float]:
 
 
 def summary(rows: Sequence[CycleRow], fired: Sequence[tuple[int, AlertEvent]],
-            records: Mapping[str, Sequence[RewardRecord]], wall_s: float) -> dict[str, Any]:
-    """What a run measured, JSON-able: promotions, first and last cycle, the base against the
-    last promoted checkpoint (each over all the traffic it served), alerts, the wall time."""
+            records: Mapping[str, Sequence[RewardRecord]], wall_s: float,
+            margin: float | None = None) -> dict[str, Any]:
+    """What a run measured, JSON-able: promotions, the canaries' margin and trajectories per
+    decision, first and last cycle, the base against the last promoted checkpoint (each over all
+    the traffic it served), alerts, the wall time."""
     promoted = [r.canary for r in rows if r.canary is not None and r.canary.decision == "promoted"]
+    decided = [r.canary for r in rows if r.canary is not None]
     last = promoted[-1] if promoted else None
     base = rows[0].served_by
     return {
-        "cycles": len(rows), "promotions": len(promoted),
-        "ab_rejections": sum(1 for r in rows if r.canary and r.canary.decision == "rejected"),
+        "cycles": len(rows), "promotions": len(promoted), "margin": margin,
+        "ab_rejections": sum(1 for r in rows if r.canary and r.canary.decision != "promoted"),
+        "trajectories_per_decision": [c.trajectories for c in decided],
         "gate_rejections": sum(1 for r in rows if r.decision == "rejected"),
         "first_cycle": _figures(rows[0].figures), "last_cycle": _figures(rows[-1].figures),
         "base": {"checkpoint": base, **_figures(cycle_figures(records.get(base, [])))},
@@ -83,8 +86,8 @@ def finish(console: Console, config: DemoConfig, rows: list[CycleRow],
     """Print and save the closing; returns the summary."""
     console.print(summary_table(rows))
     console.print(f"promotion = the offline gate AND the canary's A/B: "
-                  f"{escape(AbRule(margin=config.ab_margin).describe())}")
-    result = summary(rows, fired, records, wall_s)
+                  f"{escape(config.rule().describe())}")
+    result = summary(rows, fired, records, wall_s, config.ab_margin)
     last = next((r.canary for r in reversed(rows)
                  if r.canary is not None and r.canary.decision == "promoted"), None)
     if last is not None and last.report is not None:
@@ -103,6 +106,9 @@ def finish(console: Console, config: DemoConfig, rows: list[CycleRow],
             f"kept-edit "
             f"{base['kept_edit_rate']:.2f} → {best['kept_edit_rate']:.2f}; "
             f"{result['promotions']} promotion(s) in {len(rows)} cycles")
+    if result["trajectories_per_decision"]:
+        console.print(f"canaries decided at margin {config.ab_margin:g} after "
+                      f"{', '.join(map(str, result['trajectories_per_decision']))} trajectories")
     console.print(f"alerts fired: critical: {counted(result['alerts'], 'critical')}; "
                   f"warning: {counted(result['alerts'], 'warning')}")
     title = "rewardstream demo" + (f" --hack {config.hack_label}" if config.hack else "")

@@ -77,23 +77,31 @@ class Traffic:
         buffer.send(self.telemetry)
         return context.trajectory_id
 
-    def run(self, count: int, seed: int, users: str,
-            on_done: Callable[[str], None]) -> list[str]:
+    def run(self, count: int, seed: int, users: str, on_done: Callable[[str], None],
+            draw: int = 0, stop: Callable[[], bool] = lambda: False) -> list[str]:
         """The ids of the trajectories of the cohort named by ``seed``: the same seed gives the
         same tasks and sampling seeds, so two checkpoints meet the same work (the users' noisy
-        reactions are drawn per trajectory). Each trajectory has its own user, named after
-        ``users``: the gateway assigns arms by user, so a new ``users`` draws a new split.
-        Interrupted, it cancels the trajectories not yet started."""
+        reactions are drawn per trajectory); another ``draw`` of it keeps the tasks and draws
+        new sampling seeds. Each trajectory has its own user, named after ``users``: the
+        gateway assigns arms by user, so a new ``users`` draws a new split. It ends early, with
+        the trajectories under way, once ``stop()`` (asked after each one) is true; interrupted,
+        it cancels the trajectories not yet started."""
         tasks = user_cohort(count, seed)
-        user = SimulatedUser(seed=seed)
+        user = SimulatedUser(seed=seed + 7919 * draw)
         ids: list[str] = []
         pool = ThreadPoolExecutor(self.concurrency)
         try:
-            futures = [pool.submit(self._one, task, seed * 100_003 + i, user, f"user-{users}-{i}")
+            futures = [pool.submit(self._one, task, (seed + 7919 * draw) * 100_003 + i, user,
+                                   f"user-{users}-{i}")
                        for i, task in enumerate(tasks)]
             for future in futures:
                 ids.append(future.result())
                 on_done(ids[-1])
+                if stop():
+                    for waiting in futures:
+                        waiting.cancel()
+                    ids += [f.result() for f in futures[len(ids):] if not f.cancelled()]
+                    break
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         return ids

@@ -208,6 +208,10 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
     def checkpoints(staff: Staff = viewer) -> dict[str, Any]:
         return {"checkpoints": state.checkpoint_views(staff.grant)}
 
+    @app.get("/api/canaries")
+    def canaries(staff: Staff = viewer) -> dict[str, Any]:
+        return {"canaries": state.canary_views(staff.grant)}
+
     @app.post("/api/checkpoints/{checkpoint_id}/rollback")
     def rollback_(checkpoint_id: str, body: RollbackRequest,
                   who: Staff = actor) -> dict[str, Any]:

@@ -48,6 +48,7 @@ _PAGE_HTML = f"""{_HEAD}
 <main>
 <section><h2>Alerts <span class="muted" id="alert-count"></span></h2><div id="alerts"></div>
 <details><summary>Recently resolved</summary><div id="resolved"></div></details></section>
+<section><h2>Canary</h2><div id="canary"></div></section>
 <section><h2>Metrics per checkpoint and arm</h2>
 <div class="chart-controls"><label>metric <select id="metric"></select></label>
 <span class="muted">one point per event-time window</span></div><div id="chart"></div></section>

@@ -29,6 +29,7 @@ from schemas.metrics import MetricStat, MetricWindow, histogram_quantile, read_w
 from schemas.quarantine import Quarantined, UnusableRecord, decode_record, read_quarantined
 from schemas.topics import topic_name
 from serving.console.grants import Grant
+from serving.ingest.keys import ALL
 
 __all__ = ["CONSUMER_NAME", "ConsoleState"]
 
@@ -266,7 +267,26 @@ class ConsoleState:
             }
 
     def checkpoint_views(self, grant: Grant) -> list[dict[str, Any]]:
+        """Every registry event, newest first; ``served_by_platform``: whether the platform
+        serves its checkpoint now (and so can roll it back)."""
         with self.lock:
             events = sorted(self.checkpoints.events, key=lambda e: e.sequence, reverse=True)
-            views = [e.model_dump(mode="json") for e in events]
+            views = [{**e.model_dump(mode="json"),
+                      "served_by_platform": self.checkpoints.platform_serves(e.checkpoint_id)}
+                     for e in events]
+        return [view for view in views if grant.sees_record(view)]
+
+    def canary_views(self, grant: Grant) -> list[dict[str, Any]]:
+        """Checkpoints in the canary status, running ones first: the canary's spec, and its
+        newest look (the A/B table, the rule's bounds and state, the trajectories a decision
+        still needs), as the release controller recorded it. A running canary's A/B is of its
+        scope's traffic: a fleet canary is shown to fleet staff, an org's to that org's."""
+        with self.lock:
+            found = sorted(self.checkpoints.by_status("canary"),
+                           key=lambda e: (e.canary is None, -e.sequence))
+            views = [{"checkpoint_id": e.checkpoint_id, "model": e.model, "kind": e.kind,
+                      "occurred_at": e.occurred_at.isoformat(),
+                      "orgs": [*e.orgs, *([e.canary.org or ALL] if e.canary else [])],
+                      "canary": e.canary.model_dump(mode="json") if e.canary else None,
+                      "look": e.evidence.get("ab")} for e in found]
         return [view for view in views if grant.sees_record(view)]

@@ -126,7 +126,8 @@ class _Gateway:
         check_limits(kind, body, self.config.limits)
         org_id = key.org_id
         meta = extract_metadata(request.headers, body, org_id, key.trust_baggage)
-        arm = assign_arm(meta.user, self.config.split)
+        canary = self.router.canary if self.router is not None else None
+        arm = assign_arm(meta.user, self.config.split, org_id, canary)
         meta = replace(meta, user=self.gatekeeper.pseudonym(org_id, meta.user))
         sampling = resolve_sampling(body, self.config.default_max_tokens)
         asked_logprobs = bool(body.get("logprobs")) if kind == "chat" else \

@@ -4,6 +4,12 @@ A user hashes to a point in [0, 1). The first ``holdout_fraction`` of the interv
 (users kept on a fixed policy to measure the cumulative effect of training); the rest is divided
 among the arms in proportion to their weights. Changing the split only moves the users whose
 point crosses a boundary; changing the salt reshuffles everyone.
+
+A started canary (``schemas.checkpoints.CanarySpec``) states its own share and scope: a user
+of its scope (every org's, or one org's) who is not held out gets the ``canary`` arm when a
+second point, hashed with the canary's own salt, falls below the share; everyone else is split
+as configured. Each canary draws its users afresh, and a user keeps its arm for the canary's
+life.
 """
 
 from __future__ import annotations
@@ -11,11 +17,26 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from schemas.release import CANARY_ARM
 from serving.gateway.errors import ArmConfigError
 
-__all__ = ["HOLDOUT_ARM", "ArmSpec", "ArmSplit", "assign_arm", "parse_arms", "user_point"]
+__all__ = ["CANARY_ARM", "HOLDOUT_ARM", "ArmSpec", "ArmSplit", "CanaryOverlay", "assign_arm",
+           "parse_arms", "user_point"]
 
 HOLDOUT_ARM = "holdout"
+
+
+@dataclass(frozen=True)
+class CanaryOverlay:
+    """The canary's stated share of its scope's users (``org`` None: the fleet's)."""
+
+    share: float
+    salt: str
+    org: str | None = None
+
+    def picks(self, user: str, org: str | None) -> bool:
+        in_scope = self.org is None or self.org == org
+        return in_scope and user_point(user, self.salt) < self.share
 
 
 @dataclass(frozen=True)
@@ -66,11 +87,14 @@ def user_point(user: str, salt: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
-def assign_arm(user: str, split: ArmSplit) -> str:
-    """The arm ``user`` always gets under ``split``."""
+def assign_arm(user: str, split: ArmSplit, org: str | None = None,
+               canary: CanaryOverlay | None = None) -> str:
+    """The arm ``user`` (of ``org``) always gets under ``split`` and a started ``canary``."""
     point = user_point(user, split.salt)
     if point < split.holdout_fraction:
         return HOLDOUT_ARM
+    if canary is not None and canary.picks(user, org):
+        return CANARY_ARM
     position = (point - split.holdout_fraction) / (1.0 - split.holdout_fraction)
     total = sum(arm.weight for arm in split.arms)
     cumulative = 0.0

@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from schemas.checkpoints import CheckpointEvent, Registry
+from serving.gateway.arms import CanaryOverlay
 
-__all__ = ["Target", "resolve_targets"]
+__all__ = ["Target", "canary_overlay", "resolve_targets"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,12 @@ def resolve_targets(
         else:
             resolved[arm] = prod
     return resolved
+
+
+def canary_overlay(registry: Registry, base_path: str | None = None) -> CanaryOverlay | None:
+    """The started canary's share and scope, when the backend can serve it."""
+    canary = registry.canary(keep=_servable(base_path))
+    if canary is None or canary.canary is None:
+        return None
+    spec = canary.canary
+    return CanaryOverlay(spec.share, spec.salt, spec.org)

@@ -5,6 +5,8 @@
 any more are drained: each request holds a lease on its target for its whole life, and an
 adapter is unloaded from the backend only when its last lease ends. So a promotion or rollback
 never fails a request in flight, and new requests see the change as soon as ``apply`` returns.
+While a started canary states its share (``arms.CanaryOverlay``), the ``canary`` arm is routed
+too, and :attr:`Router.canary` tells the gateway whom to give it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from schemas.checkpoints import Registry
-from serving.gateway.arms import ArmSplit
+from serving.gateway.arms import CANARY_ARM, ArmSplit, CanaryOverlay
 from serving.gateway.backend import BackendClient
 from serving.gateway.errors import BackendError
-from serving.gateway.registry import Target, resolve_targets
+from serving.gateway.registry import Target, canary_overlay, resolve_targets
 
 __all__ = ["Router"]
 
@@ -34,6 +36,7 @@ class Router:
         self._base = base
         self._base_path = base_path
         self.targets: dict[str, Target] = {arm: base for arm in split.targets()}
+        self.canary: CanaryOverlay | None = None
         self._loaded: dict[str, str] = {}  # served name -> adapter path, on the backend
         self._leases: Counter[str] = Counter()
         self._draining: set[str] = set()
@@ -57,7 +60,11 @@ class Router:
         """Route by ``registry``; returns the new targets. An adapter that fails to load
         leaves its arms on their previous target (the next registry change retries)."""
         async with self._lock:
-            wanted = resolve_targets(registry, self._split.targets(), self._base, self._base_path)
+            overlay = canary_overlay(registry, self._base_path)
+            arms = self._split.targets()
+            if overlay is not None:
+                arms.setdefault(CANARY_ARM, "canary")
+            wanted = resolve_targets(registry, arms, self._base, self._base_path)
             for arm, target in wanted.items():
                 path = target.adapter_path
                 if path is None or self._loaded.get(target.served_name) == path:
@@ -68,10 +75,11 @@ class Router:
                 except BackendError as exc:
                     log.error("cannot load %s for arm %s, keeping %s: %s", target.served_name,
                               arm, self.targets[arm].checkpoint_id, exc)
-                    wanted[arm] = self.targets[arm]
+                    wanted[arm] = self.targets.get(arm, self._base)
+                    overlay = None if arm == CANARY_ARM else overlay
             if wanted != self.targets:
                 log.info("routing %s", {a: t.checkpoint_id for a, t in wanted.items()})
-            self.targets = wanted
+            self.targets, self.canary = wanted, overlay
             self._draining = (self._draining | set(self._loaded)) - self._routed()
             await self._unload_idle()
             return dict(self.targets)
@@ -94,8 +102,9 @@ class Router:
 
     @asynccontextmanager
     async def lease(self, arm: str) -> AsyncIterator[Target]:
-        """The arm's current target, kept loaded until the block exits."""
-        target = self.targets[arm]
+        """The arm's current target, kept loaded until the block exits (the first arm's when
+        the arm is gone: a canary that ended since the request was assigned)."""
+        target = self.targets.get(arm) or self.targets[self._split.arms[0].name]
         self._leases[target.served_name] += 1
         try:
             yield target

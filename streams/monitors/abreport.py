@@ -17,7 +17,7 @@ identical): each record key counts once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,7 +25,8 @@ from schemas.metrics import MetricStat
 from schemas.rewards import RewardRecord
 from streams.monitors.errors import MonitorInputError
 from streams.monitors.stats import (
-    adjusted_difference,
+    PairMoments,
+    adjusted_difference_of,
     chi_square_sf,
     difference,
     relative_change,
@@ -33,7 +34,7 @@ from streams.monitors.stats import (
 )
 from streams.monitors.windows import reward_contributions, reward_record_id
 
-__all__ = ["ROWS", "AbReport", "AbRow", "build_report", "format_change", "format_report",
+__all__ = ["ROWS", "AbReport", "AbRow", "AbTally", "build_report", "format_change", "format_report",
            "sample_ratio_mismatch"]
 
 Scale = Literal["relative", "difference"]
@@ -63,6 +64,7 @@ class AbRow:
     change: float  # relative (0.1 = +10%) or a difference in the metric's units, per ``scale``
     low: float
     high: float
+    se: float = math.nan  # the change's standard error (the interval is change ± z·se)
 
     @property
     def verdict(self) -> str:
@@ -100,6 +102,24 @@ class AbReport:
     def row(self, metric: str) -> AbRow:
         return next(r for r in self.rows if r.metric == metric)
 
+    @classmethod
+    def from_evidence(cls, evidence: Mapping[str, Any]) -> AbReport:
+        """The report a registry event recorded (``evidence``), to show it again."""
+        labels = {metric: label for label, metric, _, _ in ROWS}
+
+        def number(value: float | None) -> float:
+            return math.nan if value is None else float(value)
+
+        rows = tuple(AbRow(labels.get(r["metric"], r["metric"]), r["metric"], r["better"],
+                           r["scale"], *(number(r[k]) for k in ("baseline", "candidate",
+                                                                 "change", "low", "high")))
+                     for r in evidence["rows"])
+        srm = evidence["srm"]
+        return cls(evidence["baseline"], evidence["candidate"], evidence["n_baseline"],
+                   evidence["n_candidate"], tuple(evidence["shares"]),
+                   evidence["confidence"], rows, srm["statistic"], srm["p_value"], srm["alpha"],
+                   evidence.get("reward_variance_reduction"))
+
     def evidence(self) -> dict[str, Any]:
         """JSON-able: what a registry event records of the A/B."""
         return {"baseline": self.baseline, "candidate": self.candidate,
@@ -121,30 +141,61 @@ def sample_ratio_mismatch(counts: list[int], shares: list[float]) -> tuple[float
     return statistic, chi_square_sf(statistic, len(counts) - 1)
 
 
-_Pairs = dict[str, list[tuple[float, float | None]]]  # side → (reward, its covariate)
+class AbTally:
+    """The report's evidence as a fold: each trajectory's contributions added to its side
+    (``baseline`` or ``candidate`` name), once per record key, with its covariate (None: none).
+    ``build_report`` folds a list of records; the release controller folds the reward stream
+    and reads a report whenever it looks."""
 
+    def __init__(self) -> None:
+        self.sums: dict[str, dict[str, list[float]]] = {}  # side → metric → [n, sum, sumsq]
+        self.rewards: dict[str, PairMoments] = {}
+        self._seen: set[str] = set()
 
-def _accumulate(records: Iterable[RewardRecord], arm_of: Callable[[RewardRecord], str | None],
-                covariates: Mapping[str, float]) -> tuple[dict[str, dict[str, MetricStat]], _Pairs]:
-    sides: dict[str, dict[str, list[float]]] = {}
-    rewards: _Pairs = {}
-    seen: set[str] = set()
-    for record in records:
-        side = arm_of(record)
-        if side is None or (key := reward_record_id(record)) in seen:
-            continue
-        seen.add(key)
-        sums = sides.setdefault(side, {})
-        contributions = reward_contributions(record)
+    def add(self, side: str, contributions: Mapping[str, tuple[float, float]],
+            covariate: float | None = None, key: str | None = None) -> bool:
+        """Fold one trajectory; False (nothing added) for a key already folded."""
+        if key is not None:
+            if key in self._seen:
+                return False
+            self._seen.add(key)
+        sums = self.sums.setdefault(side, {})
         for _, metric, _, _ in ROWS:
-            _, value = contributions[metric]
-            n, total, squares = sums.get(metric, (0.0, 0.0, 0.0))
-            sums[metric] = [n + 1, total + value, squares + value * value]
-        rewards.setdefault(side, []).append((contributions["reward"][1],
-                                             covariates.get(record.trajectory_id)))
-    stats = {side: {m: MetricStat(n=v[0], sum=v[1], sumsq=v[2]) for m, v in sums.items()}
-             for side, sums in sides.items()}
-    return stats, rewards
+            value = contributions[metric][1]
+            stat = sums.setdefault(metric, [0.0, 0.0, 0.0])
+            stat[0] += 1
+            stat[1] += value
+            stat[2] += value * value
+        self.rewards.setdefault(side, PairMoments()).add(contributions["reward"][1], covariate)
+        return True
+
+    def count(self, side: str) -> int:
+        return self.rewards[side].n if side in self.rewards else 0
+
+    def report(self, baseline: str, candidate: str, *, shares: tuple[float, float] = (1.0, 1.0),
+               confidence: float = 0.95, srm_alpha: float = 0.001,
+               adjust: bool = False) -> AbReport:
+        """The report of the sides folded so far (each needs a record); ``adjust``: the reward's
+        difference adjusted for the covariates (``stats.adjusted_difference_of``)."""
+        z = z_for_confidence(confidence)
+        adjusted = (adjusted_difference_of(self.rewards[baseline], self.rewards[candidate], z)
+                    if adjust else None)
+        rows = []
+        for label, metric, better, scale in ROWS:
+            s0, s1 = (MetricStat(n=n, sum=total, sumsq=squares) for n, total, squares in
+                      (self.sums[baseline][metric], self.sums[candidate][metric]))
+            if s0.mean == 0:
+                scale = "difference"
+            change = relative_change if scale == "relative" else difference
+            value, lo, hi = change(s0.mean, s0.variance, s0.n, s1.mean, s1.variance, s1.n, z)
+            se = (hi - value) / z
+            if metric == "reward" and adjusted is not None:
+                value, lo, hi, _, se = adjusted
+            rows.append(AbRow(label, metric, better, scale, s0.mean, s1.mean, value, lo, hi, se))
+        n0, n1 = self.count(baseline), self.count(candidate)
+        statistic, p_value = sample_ratio_mismatch([n0, n1], list(shares))
+        return AbReport(baseline, candidate, n0, n1, shares, confidence, tuple(rows), statistic,
+                        p_value, srm_alpha, adjusted[3] if adjusted is not None else None)
 
 
 def build_report(
@@ -160,37 +211,21 @@ def build_report(
     field = {"arm": "arm", "checkpoint": "checkpoint_id"}.get(by)
     if field is None:
         raise MonitorInputError(f"by={by!r}: choose 'arm' or 'checkpoint'")
-
-    def arm_of(record: RewardRecord) -> str | None:
-        if org is not None and record.org_id != org:
-            return None
-        value = getattr(record, field)
-        return value if value in (baseline, candidate) else None
-
-    sides, rewards = _accumulate(records, arm_of, covariates or {})
+    tally = AbTally()
+    for record in records:
+        side = getattr(record, field)
+        if (org is not None and record.org_id != org) or side not in (baseline, candidate):
+            continue
+        tally.add(side, reward_contributions(record), (covariates or {}).get(
+            record.trajectory_id), reward_record_id(record))
     for name in (baseline, candidate):
-        if name not in sides:
+        if tally.count(name) == 0:
             raise MonitorInputError(
                 f"--{'baseline' if name == baseline else 'candidate'} {name!r}: no reward records "
                 f"with that {by}{f' of org {org!r}' if org else ''}; check the name or use "
                 "--by checkpoint")
-    z = z_for_confidence(confidence)
-    adjusted = (adjusted_difference(rewards[baseline], rewards[candidate], z) if covariates
-                else None)
-    rows = []
-    for label, metric, better, scale in ROWS:
-        s0, s1 = sides[baseline][metric], sides[candidate][metric]
-        if s0.mean == 0:
-            scale = "difference"
-        change = relative_change if scale == "relative" else difference
-        value, lo, hi = change(s0.mean, s0.variance, s0.n, s1.mean, s1.variance, s1.n, z)
-        if metric == "reward" and adjusted is not None:
-            value, lo, hi, _ = adjusted
-        rows.append(AbRow(label, metric, better, scale, s0.mean, s1.mean, value, lo, hi))
-    n0, n1 = int(sides[baseline]["reward"].n), int(sides[candidate]["reward"].n)
-    statistic, p_value = sample_ratio_mismatch([n0, n1], list(shares))
-    return AbReport(baseline, candidate, n0, n1, shares, confidence, tuple(rows), statistic,
-                    p_value, srm_alpha, adjusted[3] if adjusted is not None else None)
+    return tally.report(baseline, candidate, shares=shares, confidence=confidence,
+                        srm_alpha=srm_alpha, adjust=bool(covariates))
 
 
 def format_change(value: float, scale: Scale) -> str:

@@ -8,14 +8,16 @@ windows) before a false alarm is at least ``e**h`` when the data follow ``f0`` (
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
+from dataclasses import astuple, dataclass
 from statistics import NormalDist
 
 __all__ = [
     "bernoulli_llr",
     "chi_square_sf",
+    "PairMoments",
     "adjusted_difference",
+    "adjusted_difference_of",
     "cusum_step",
     "difference",
     "gaussian_llr",
@@ -105,6 +107,69 @@ def difference(
     return diff, diff - z * se, diff + z * se
 
 
+@dataclass
+class PairMoments:
+    """Additive sums of one group's ``(y, x)`` pairs, ``x`` a covariate that may be missing:
+    what :func:`adjusted_difference_of` needs, so a group can be folded one pair at a time."""
+
+    n: int = 0
+    sum_y: float = 0.0
+    sum_yy: float = 0.0
+    covered: int = 0  # pairs with an x
+    sum_x: float = 0.0
+    sum_xx: float = 0.0
+    sum_xy: float = 0.0
+    sum_y_covered: float = 0.0
+
+    def add(self, y: float, x: float | None) -> None:
+        self.n += 1
+        self.sum_y += y
+        self.sum_yy += y * y
+        if x is not None:
+            self.covered += 1
+            self.sum_x += x
+            self.sum_xx += x * x
+            self.sum_xy += x * y
+            self.sum_y_covered += y
+
+    def __add__(self, other: PairMoments) -> PairMoments:
+        return PairMoments(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+def _sample_variance(n: float, total: float, squares: float) -> float:
+    return max(0.0, (squares - total * total / n) / (n - 1))
+
+
+def adjusted_difference_of(
+    baseline: PairMoments, candidate: PairMoments, z: float,
+) -> tuple[float, float, float, float, float]:
+    """:func:`adjusted_difference` from the groups' sums; returns ``(diff, lo, hi, variance
+    reduction, standard error)``."""
+    if baseline.n < 2 or candidate.n < 2:
+        return math.nan, math.nan, math.nan, 0.0, math.nan
+    pooled = baseline + candidate
+    theta, x_mean = 0.0, 0.0
+    if pooled.covered >= 2:
+        x_mean = pooled.sum_x / pooled.covered
+        spread = pooled.sum_xx - pooled.sum_x * x_mean
+        if spread > 1e-12 * max(1.0, pooled.sum_xx):
+            theta = (pooled.sum_xy - x_mean * pooled.sum_y_covered) / spread
+
+    def adjusted(group: PairMoments) -> tuple[float, float]:
+        """Mean and variance of the group's ``y − θ(x − x̄)`` (``y`` where x is missing)."""
+        total = group.sum_y - theta * (group.sum_x - group.covered * x_mean)
+        centred_xy = group.sum_xy - x_mean * group.sum_y_covered
+        centred_xx = group.sum_xx - 2 * x_mean * group.sum_x + group.covered * x_mean ** 2
+        squares = group.sum_yy - 2 * theta * centred_xy + theta * theta * centred_xx
+        return total / group.n, _sample_variance(group.n, total, squares)
+
+    (m0, v0), (m1, v1) = adjusted(baseline), adjusted(candidate)
+    diff, lo, hi = difference(m0, v0, baseline.n, m1, v1, candidate.n, z)
+    raw = sum(_sample_variance(g.n, g.sum_y, g.sum_yy) / g.n for g in (baseline, candidate))
+    kept = v0 / baseline.n + v1 / candidate.n
+    return diff, lo, hi, 1 - kept / raw if raw > 0 else 0.0, math.sqrt(kept)
+
+
 def adjusted_difference(
     baseline: Sequence[tuple[float, float | None]], candidate: Sequence[tuple[float, float | None]],
     z: float,
@@ -116,25 +181,13 @@ def adjusted_difference(
     Pairs ``(y, x)``; an ``x`` of None (no covariate) counts as ``x̄``, that is, unadjusted.
     Returns ``(diff, lo, hi, variance reduction)``; Welch's normal interval on adjusted values.
     """
-    if len(baseline) < 2 or len(candidate) < 2:
-        return math.nan, math.nan, math.nan, 0.0
-    covered = [(y, x) for y, x in (*baseline, *candidate) if x is not None]
-    xs, ys = [x for _, x in covered], [y for y, _ in covered]
-    x_mean = statistics.fmean(xs) if xs else 0.0
-    spread = len(xs) >= 2 and statistics.variance(xs) > 0
-    theta = statistics.covariance(xs, ys) / statistics.variance(xs) if spread else 0.0
-
-    def variance_of_mean(values: list[float]) -> float:
-        return statistics.variance(values) / len(values)
-
-    adjusted = [[y - theta * (x - x_mean) if x is not None else y for y, x in group]
-                for group in (baseline, candidate)]
-    a0, a1 = adjusted
-    diff, lo, hi = difference(statistics.fmean(a0), statistics.variance(a0), len(a0),
-                              statistics.fmean(a1), statistics.variance(a1), len(a1), z)
-    raw = sum(variance_of_mean([y for y, _ in group]) for group in (baseline, candidate))
-    kept = variance_of_mean(a0) + variance_of_mean(a1)
-    return diff, lo, hi, 1 - kept / raw if raw > 0 else 0.0
+    groups = []
+    for pairs in (baseline, candidate):
+        moments = PairMoments()
+        for y, x in pairs:
+            moments.add(y, x)
+        groups.append(moments)
+    return adjusted_difference_of(groups[0], groups[1], z)[:4]
 
 
 def chi_square_sf(statistic: float, df: int) -> float:

@@ -1,55 +1,87 @@
-"""The demo's canary and closing, without services: the A/B verdict on a cycle's records, the
-reasons shown for each decision, and the run's summary (promotions, base against the last
-promoted checkpoint, alerts by severity)."""
+"""The demo's canary and closing, without services: the release controller's decision as the
+row the demo shows, the reasons shown for each decision, and the run's summary (promotions,
+trajectories per decision, base against the last promoted checkpoint, alerts by severity)."""
 
 from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from harness.demo.canary import judge_canary
-from harness.demo.config import DemoConfig
+from harness.demo.canary import canary_row, decision_of
 from harness.demo.metrics import cycle_figures
 from harness.demo.report import CanaryRow, CycleRow, ab_short, gate_short, save_json
 from harness.demo.summary import counted, summary
 from schemas.alerts import Alert, AlertEvent
+from schemas.checkpoints import CheckpointEvent, enter_canary
+from schemas.release import abort_canary
 from schemas.rewards import RewardRecord
+from streams.release.fold import ReleaseFold
+from streams.release.plan import ControllerConfig, plan
+from streams.release.rule import SequentialRule
 
 _AT = datetime(2026, 1, 1, tzinfo=UTC)
-_CONFIG = DemoConfig(run_dir=Path("unused"), canary_share=0.5, ab_margin=0.75)
+_CONFIG = ControllerConfig(share=0.5, rule=SequentialRule(margin=0.15))
 
 
-def _record(i: int, checkpoint: str, total: float, kept: float = 1.0) -> RewardRecord:
+def _record(i: int, checkpoint: str, total: float, kept: float = 1.0,
+            arm: str = "x") -> RewardRecord:
     return RewardRecord(
-        trajectory_id=f"t{i}", spec_version="v", checkpoint_id=checkpoint, arm="x",
+        trajectory_id=f"t{i}", spec_version="v", checkpoint_id=checkpoint, arm=arm,
         outcome="completed", finalized_by="complete", finalized_at=_AT, samples=[],
         components={"kept_3600s": total}, total=total, event_ids=[],
         signals={"edits_proposed": 1, "edits_accepted": kept, "kept_fraction": kept,
                  "latency_ms_mean": 100.0 + i % 7})
 
 
-def _arms(production: float, canary: float, n: int = 60) -> list[RewardRecord]:
-    """n trajectories per arm; rewards spread ±1 around each arm's mean."""
-    return [_record(i, "prod" if i < n else "cand", (production if i < n else canary)
-                    + (1.0 if i % 2 else -1.0), kept=float(i % 3 != 0)) for i in range(2 * n)]
+def _controller(production: float, canary: float, n: int = 60) -> ReleaseFold:
+    """The controller's fold: base in production, cand's canary started, n trajectories an arm
+    after its start, rewards spread ±0.2 around each arm's mean."""
+    fold = ReleaseFold()
+    fold.add_checkpoint(CheckpointEvent(
+        event_id="e1", sequence=1, occurred_at=_AT, kind="promoted", status="production",
+        checkpoint_id="prod", model="m", path="/m"))
+    fold.add_checkpoint(CheckpointEvent(
+        event_id="e2", sequence=2, occurred_at=_AT, kind="created", status="candidate",
+        checkpoint_id="cand", model="m", path="/c", adapter=True))
+    fold.add_checkpoint(enter_canary(fold.registry, "cand", _AT, "gate", {"passed": True}))
+    for event in plan(fold, _AT - timedelta(seconds=1), _CONFIG):
+        fold.add_checkpoint(event)
+    for i in range(2 * n):
+        on_canary = i >= n
+        record = _record(i, "cand" if on_canary else "prod",
+                         (canary if on_canary else production) + (0.2 if i % 2 else -0.2),
+                         kept=float(i % 3 != 0), arm="canary" if on_canary else "production")
+        fold.add_reward(record)
+    return fold
 
 
-def test_a_canary_as_good_as_production_passes_and_a_much_worse_one_does_not() -> None:
-    report, verdict, evidence = judge_canary(_arms(0.3, 0.35), "prod", "cand", _CONFIG)
-    assert report is not None and verdict.passed
-    assert (report.n_baseline, report.n_candidate, report.srm_detected) == (60, 60, False)
-    assert evidence["passed"] is True and evidence["margin"] == 0.75
-    assert [row["metric"] for row in evidence["rows"]][-1] == "reward"
-    _, worse, _ = judge_canary(_arms(0.3, -0.6), "prod", "cand", _CONFIG)
-    assert not worse.passed and "does not rule out a loss of 0.75" in worse.reason
+def _decided(production: float, canary: float) -> CheckpointEvent:
+    fold = _controller(production, canary)
+    assert decision_of(fold.registry, "cand") is None  # running
+    [event] = plan(fold, _AT + timedelta(minutes=1), _CONFIG)
+    fold.add_checkpoint(event)
+    assert decision_of(fold.registry, "cand") == event
+    return event
 
 
-def test_an_arm_without_records_is_no_ab_and_no_promotion() -> None:
-    report, verdict, evidence = judge_canary(_arms(0.3, 0.3)[:60], "prod", "cand", _CONFIG)
-    assert report is None and not verdict.passed
-    assert evidence["reason"] == "no reward records from the canary arm: nothing to compare"
+def test_the_controllers_decision_is_the_row_the_demo_shows() -> None:
+    row = canary_row(_decided(0.3, 0.35))
+    assert (row.decision, row.trajectories) == ("promoted", 120)
+    assert row.report is not None and (row.report.n_baseline, row.report.n_candidate) == (60, 60)
+    assert row.look["primary_bound"]["low"] > -0.15 and "rules out a loss" in row.reason
+    assert ab_short(row).startswith("promoted +0.05 [") and ab_short(row).endswith("n=120")
+    worse = canary_row(_decided(0.3, -0.6))
+    assert worse.decision == "rejected" and "surely worse" in worse.reason
+
+
+def test_an_aborted_canary_shows_why_without_an_interval() -> None:
+    fold = _controller(0.3, 0.3, n=5)
+    event = abort_canary(fold.registry, "cand", _AT, "ops", "users report broken edits")
+    row = canary_row(event)
+    assert (row.decision, row.report) == ("aborted", None)
+    assert ab_short(row) == "aborted: users report broken edits"
 
 
 def _row(cycle: int, canary: CanaryRow | None, decision: str, records: list[RewardRecord],
@@ -72,15 +104,16 @@ def _fired(severity: str, detector: str, org: str = "demo") -> AlertEvent:
 def test_the_summary_compares_the_base_with_the_last_promoted_checkpoint() -> None:
     base = [_record(i, "base", 0.0, kept=float(i % 2)) for i in range(10)]
     c1 = [_record(i, "c1", 1.0) for i in range(4)]
-    report, verdict, _ = judge_canary(_arms(0.3, 0.4), "prod", "cand", _CONFIG)
-    promoted = CanaryRow("c1", "promoted", verdict.reason, report)
+    decided = canary_row(_decided(0.3, 0.4))
+    promoted = CanaryRow("c1", "promoted", decided.reason, decided.report, decided.look)
     rows = [_row(1, None, "canary", base), _row(2, promoted, "rejected", base[:6] + c1, "base"),
             _row(3, None, "none", c1, "c1")]
     result = summary(rows, [(2, _fired("warning", "latency_regression")),
                             (2, _fired("warning", "latency_regression", "*")),
                             (3, _fired("critical", "broken_call_spike"))],
-                     {"base": base, "c1": c1}, 301.0)
+                     {"base": base, "c1": c1}, 301.0, margin=0.15)
     assert (result["cycles"], result["promotions"], result["gate_rejections"]) == (3, 1, 1)
+    assert (result["margin"], result["trajectories_per_decision"]) == (0.15, [120])
     assert result["base"] == {"checkpoint": "base", "n": 10, "reward": 0.0,
                               "kept_edit_rate": 0.5, "kept_edits": 0.5}
     assert result["last_promoted"]["checkpoint"] == "c1" and result["last_promoted"]["n"] == 4
@@ -93,7 +126,7 @@ def test_the_summary_compares_the_base_with_the_last_promoted_checkpoint() -> No
     assert counted(result["alerts"], "warning") == "latency_regression (fleet 1, org demo 1)"
     assert counted(result["alerts"], "critical") == "broken_call_spike (org demo 1)"
     assert result["last_promotion_ab"]["candidate"] == "cand"
-    # The reasons a reader sees: the A/B's reward interval, the family the gate failed on.
+    # The reasons a reader sees: the A/B's reward bounds, the family the gate failed on.
     assert ab_short(promoted).startswith("promoted +0.10 [")
     assert gate_short(rows[1]) == "rejected 0.60/0.70: rename"
 

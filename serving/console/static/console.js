@@ -38,6 +38,26 @@ function evidenceTable(ev) {
     <th>change (${Math.round(100 * ((ev.tests || [{}])[0].confidence || .95))}% CI)</th><th>CUSUM / h</th></tr>${rows}</table>
     <p class="muted">${esc(ev.statistic)}; false alarms ≤ 1 per ${Number(ev.false_alarm_bound_windows).toLocaleString()} windows per key and test.</p>`;
 }
+// Checkpoints the platform serves now: only those can be rolled back from here.
+let SERVED = new Set();
+function canaryCard(c) {
+  const s = c.canary, look = c.look || {}, b = look.primary_bound;
+  const scope = s ? `${Math.round(100 * s.share)}% of ${s.org ? 'org ' + esc(s.org) : 'the fleet'} against <code>${esc(s.baseline)}</code> since ${new Date(s.started_at).toLocaleString()}`
+    : 'passed the gate; its canary has not started';
+  const rows = (look.rows || []).map(r => { const f = r.scale === 'relative' ? pct : fmt;
+    return `<tr><td>${esc(r.metric)}</td><td>${fmt(r.baseline)}</td><td>${fmt(r.candidate)}</td><td>${f(r.change)}</td>
+    <td>[${f(r.low)}, ${f(r.high)}]</td><td>${esc(r.verdict)}</td></tr>`; }).join('');
+  const table = rows ? `<table class="evidence"><tr><th>metric</th><th>production (n=${look.n_baseline})</th><th>canary (n=${look.n_candidate})</th>
+    <th>change</th><th>95% interval (one look)</th><th>verdict</th></tr>${rows}</table>` : '';
+  const margin = (look.parameters || {}).margin;
+  const bound = b ? `<p>reward, canary − production: <b>${fmt(b.change)}</b>, always-valid bounds <b>[${fmt(b.low)}, ${fmt(b.high)}]</b>:
+    promote once the lower is above −${fmt(margin)}, reject once the upper is below 0.</p>` : '';
+  const needed = look.decision === 'continue' ? `<p>${look.needed === null || look.needed === undefined ? 'no decision in sight at the current effect'
+    : `a decision needs about <b>${look.needed}</b> more trajectories at the current effect`}</p>` : '';
+  const state = look.decision ? `<div class="summary"><span class="badge">${esc(look.decision)}</span> ${esc(look.reason)}</div>` : '';
+  return `<div class="canary" id="canary-${esc(c.checkpoint_id)}"><h3><code>${esc(c.checkpoint_id)}</code> <span class="muted">${scope}</span></h3>
+    ${state}${bound}${needed}${table}${look.rule ? `<p class="muted">${esc(look.rule)}</p>` : ''}</div>`;
+}
 function alertCard(a) {
   const state = a.silenced_by ? 'silenced' : a.status;
   const open = a.status !== 'resolved';
@@ -50,7 +70,8 @@ function alertCard(a) {
       <option value="14400">4 h</option><option value="86400">24 h</option></select>
       <button data-action="silence" data-fp="${a.fingerprint}">Silence</button>`}
     <button data-action="resolve" data-fp="${a.fingerprint}">Resolve</button>
-    <button class="danger" data-action="rollback" data-fp="${a.fingerprint}" data-checkpoint="${esc(a.labels.checkpoint)}">Roll back ${esc(a.labels.checkpoint)}</button>
+    ${SERVED.has(a.labels.checkpoint) ? `<button class="danger" data-action="rollback" data-fp="${a.fingerprint}" data-checkpoint="${esc(a.labels.checkpoint)}">Roll back ${esc(a.labels.checkpoint)}</button>`
+      : `<span class="muted">${esc(a.labels.checkpoint)} is not served by the platform: roll it back where it is served</span>`}
   </div>` : '';
   return `<div class="alert ${a.severity} ${a.status}" id="alert-${a.fingerprint}" data-status="${state}">
     <h3><span class="badge ${state}">${state}</span><span class="badge ${a.severity}">${a.severity}</span>${esc(a.title)}</h3>
@@ -100,12 +121,15 @@ async function refreshChart() {
   $('#chart').innerHTML = drawChart(data.series);
 }
 async function refresh() {
+  const cps = (await api('/api/checkpoints')).checkpoints;
+  SERVED = new Set(cps.filter(c => c.served_by_platform).map(c => c.checkpoint_id));
+  const canaries = (await api('/api/canaries')).canaries;
+  $('#canary').innerHTML = canaries.length ? canaries.map(canaryCard).join('') : '<p class="muted">No canary: nothing waits for an A/B.</p>';
   const data = await api('/api/alerts');
   const open = data.alerts.filter(a => a.status !== 'resolved'), done = data.alerts.filter(a => a.status === 'resolved');
   $('#alert-count').textContent = `${open.length} open, ${done.length} resolved, ${data.silences.length} silences`;
   $('#alerts').innerHTML = open.length ? open.map(alertCard).join('') : '<p class="muted">No open alerts.</p>';
   $('#resolved').innerHTML = done.slice(0, 20).map(alertCard).join('');
-  const cps = (await api('/api/checkpoints')).checkpoints;
   $('#checkpoints').innerHTML = cps.length ? `<table><tr><th>seq</th><th>time</th><th>checkpoint</th><th>event</th><th>status</th><th>parent</th><th>actor</th><th>evidence</th></tr>` +
     cps.map(c => `<tr><td>${c.sequence}</td><td>${new Date(c.occurred_at).toLocaleString()}</td><td><code>${esc(c.checkpoint_id)}</code></td>
       <td>${esc(c.kind)}</td><td><span class="badge">${esc(c.status)}</span></td><td>${esc(c.parent_id || '')}</td><td>${esc(c.actor)}</td>

@@ -1,0 +1,1 @@
+"""The release controller: canaries decided by a sequential A/B read from the reward stream."""
