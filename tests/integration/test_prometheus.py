@@ -20,7 +20,7 @@ import yaml
 from infra.settings import Settings
 from rewardstream.stack.settings import SETTINGS
 from rewardstream_telemetry import Telemetry, Trajectory
-from tests.integration.ingest_support import free_port
+from tests.support.ports import free_port
 from tests.support.up_stack import UpStack, start_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
-from monitors_seed import wait_for
 
 from infra.kafka_io import make_producer, send
 from infra.settings import Settings
@@ -21,6 +20,7 @@ from serving.console.state import ConsoleState
 from streams.release.fold import ReleaseFold
 from streams.release.plan import ControllerConfig, plan
 from tests.support.service_keys import staff_keys
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kafka
 FLEET_KEY = {"X-Staff-Key": "ana-secret-key"}

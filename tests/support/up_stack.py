@@ -13,8 +13,8 @@ from typing import Any
 from infra.settings import Settings
 from infra.supervisor import CLI
 from rewardstream.stack.settings import SETTINGS
-from tests.integration.ingest_support import free_port
 from tests.support.doc_blocks import marked_blocks
+from tests.support.ports import free_port
 from tests.support.private_kafka import local_broker_env
 
 __all__ = ["UpStack", "quickstart_settings", "start_up"]

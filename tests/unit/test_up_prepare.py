@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.demo.config import DemoConfig
-from rewardstream.cli import app
 from infra.errors import ConfigError
+from rewardstream.cli import app
 from rewardstream.stack.keys import prepare_keys
 from rewardstream.stack.services import RunDir
 from rewardstream.stack.settings import load_stack_settings
