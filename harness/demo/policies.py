@@ -78,20 +78,12 @@ def build_hack_adapter(mix: str, strength: float, train_config: TrainConfig,
                          "lora": [train_config.lora_rank, train_config.lora_alpha,
                                   train_config.lora_targets]})
     root = cache_dir() / f"demo-hack-{key}"
-<<<<<<< HEAD
-    checkpoint_id = f"hack-{mix}-{key[:8]}"
+    checkpoint_id = f"hack-{mix}-{strength:g}-{key[:8]}"
     with exclusive(root.with_name(root.name + ".lock")):  # parallel demos fit it once
         if (root / checkpoint_id / "checkpoint.json").exists():
             return root / checkpoint_id
-        pairs = demonstrations(mix, training_tasks(None, seed), sft.demos_per_task, seed)
-        pairs = defer_after_answers(pairs) if mix == "clarify" else break_edit_calls(pairs)
-=======
-    checkpoint_id = f"hack-{mix}-{strength:g}-{key[:8]}"
-    if (root / checkpoint_id / "checkpoint.json").exists():
-        return root / checkpoint_id
-    pairs = demonstrations(MIXES[mix].at_strength(strength), training_tasks(None, seed),
-                           sft.demos_per_task, seed)
->>>>>>> monitors
+        pairs = demonstrations(MIXES[mix].at_strength(strength), training_tasks(None, seed),
+                               sft.demos_per_task, seed)
 
         def fit(model: Any, tokenizer: Any, pad_id: int) -> None:
             examples = encode_examples(tokenizer, pairs, model.config.max_position_embeddings)

@@ -31,7 +31,9 @@ def test_a_two_cycle_demo_gates_a_candidate_runs_its_canary_and_plots(
 ) -> None:
     config = DemoConfig(
         run_dir=tmp_path / "run", cycles=2, trajectories=8, concurrency=2, eval_per_family=1,
-@pytest.mark.timeout(600)
+        gate_margin=1.0, gate_broken_call_tolerance=1.0, sft=QUICK_SFT, ingest_port=free_port(),
+        gateway_port=free_port(), console_port=free_port(), rewards_timeout_s=45.0,
+        canary_max_trajectories=16,
     )
     prefix = f"t{uuid.uuid4().hex[:10]}-demo."
     shown = io.StringIO()
