@@ -165,7 +165,7 @@ def _hook(spec: Any, where: str) -> TextHook:
                           f"{exc}") from None
     if not callable(hook):
         raise ConfigError(f"{where}: hook {spec!r} is not callable")
-    return hook  # type: ignore[no-any-return]
+    return hook
 
 
 def _bool(value: Any, where: str) -> bool:
