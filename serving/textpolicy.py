@@ -6,7 +6,7 @@
 written (spool, topic, dead letter) before it ran:
 
 - an org whose capture is off gets no text at all: the fields are left empty, and a dead-lettered
-  event of that org loses them too;
+  event of that org loses them too (another org's are redacted there as anywhere);
 - otherwise every redaction pattern replaces its matches with ``[redacted]``, then the hook (a
   callable ``(org_id, text) -> text``) runs; a hook that fails drops the text (never writes it
   unredacted);
@@ -77,8 +77,7 @@ class TextPolicy:
         the org captures no text or the hook failed."""
         if not self.captures(org_id):
             return None
-        own = self.orgs.get(org_id)
-        for pattern in self.patterns + (own.patterns if own is not None else ()):
+        for pattern in self._patterns(org_id):
             text = pattern.sub(REDACTED, text)
         if self.hook is not None:
             try:
@@ -111,22 +110,35 @@ class TextPolicy:
         return payload.model_copy(update=fields)
 
     def scrub_raw(self, org_id: str, raw: bytes) -> bytes:
-        """A refused event's bytes as the dead-letter topic may keep them: for an org that
-        captures no text, without text fields (a record that is not a JSON object naming none
-        of them stays as it is; one that names them but cannot be read is kept empty)."""
-        if self.captures(org_id) or not any(name.encode() in raw for name in TEXT_FIELDS):
+        """A refused event's bytes as the dead-letter topic may keep them: its text fields left
+        out (capture off) or redacted. A record that names no text field stays as it is; one
+        that names them but is not a JSON object with a payload is kept empty (capture off) or
+        with the patterns applied to all of it."""
+        captures = self.captures(org_id)
+        if (captures and not self._patterns(org_id) and self.hook is None) \
+                or not any(name.encode() in raw for name in TEXT_FIELDS):
             return raw
         try:
             event = json.loads(raw)
         except ValueError:
-            return b""
+            event = None
         payload = event.get("payload") if isinstance(event, dict) else None
         if not isinstance(payload, dict):
-            return b""
+            if not captures:
+                return b""
+            text = raw.decode(errors="surrogateescape")
+            for pattern in self._patterns(org_id):
+                text = pattern.sub(REDACTED, text)
+            return text.encode(errors="surrogateescape")
         for name in TEXT_FIELDS:
-            payload.pop(name, None)
-        scrubbed = json.dumps(event).encode()
-        return b"" if any(name.encode() in scrubbed for name in TEXT_FIELDS) else scrubbed
+            value = payload.pop(name, None)
+            if captures and isinstance(value, str):
+                payload[name] = self.redact(org_id, value)
+        return json.dumps(event).encode()
+
+    def _patterns(self, org_id: str) -> tuple[re.Pattern[str], ...]:
+        own = self.orgs.get(org_id)
+        return self.patterns + (own.patterns if own is not None else ())
 
 
 def _keep_end(text: str | None, max_bytes: int) -> str | None:

@@ -76,13 +76,17 @@ def test_text_is_cut_to_its_bound_prompt_keeping_its_end_completion_its_start() 
                      "text_truncated": False}
 
 
-def test_a_dead_letter_of_an_org_without_capture_keeps_no_text() -> None:
-    event = {"type": "completion.served", "payload": {"prompt_text": "secret", "x": 1}}
+def test_a_dead_letter_keeps_no_text_of_an_org_without_capture_and_redacts_the_rest() -> None:
+    event = {"type": "completion.served", "payload": {"prompt_text": f"key {SECRET}", "x": 1}}
     raw = json.dumps(event).encode()
-    assert POLICY.scrub_raw("acme", raw) is raw
     assert json.loads(POLICY.scrub_raw("quiet", raw)) == {"type": "completion.served",
                                                           "payload": {"x": 1}}
-    assert POLICY.scrub_raw("quiet", b'{"payload": {"prompt_text": "se') == b""
+    assert json.loads(POLICY.scrub_raw("acme", raw))["payload"] == {
+        "x": 1, "prompt_text": f"key {REDACTED}"}
+    assert TextPolicy().scrub_raw("acme", raw) is raw  # nothing to redact: the bytes as sent
+    cut = f'{{"payload": {{"prompt_text": "{SECRET} and mo'.encode()
+    assert POLICY.scrub_raw("quiet", cut) == b""
+    assert POLICY.scrub_raw("acme", cut) == b'{"payload": {"prompt_text": "[redacted] and mo'
     assert POLICY.scrub_raw("quiet", b"not json at all") == b"not json at all"
 
 
