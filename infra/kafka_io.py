@@ -96,11 +96,15 @@ class TopicReader:
         self.partitions = partitions
         self._ahead: list[Any] = []  # polled past the end by until_end: the next poll's
 
-    def until_end(self, idle_timeout_s: float = 30.0) -> Iterator[Any]:
-        """Records up to the end offsets the partitions have now; BrokerError when nothing
+    def until_end(self, idle_timeout_s: float = 30.0,
+                  stops: Mapping[str, int] | None = None) -> Iterator[Any]:
+        """Records up to the end offsets the partitions have now (or up to ``stops``,
+        ``{"topic:partition": offset}``, where that is earlier); BrokerError when nothing
         arrives for ``idle_timeout_s`` while records are still due (the broker went away)."""
-        ends = {tp: end for tp, end in self.consumer.end_offsets(self.partitions).items()
-                if self.consumer.position(tp) < end}
+        stops = stops or {}
+        ends = {tp: min(end, stops.get(f"{tp.topic}:{tp.partition}", end))
+                for tp, end in self.consumer.end_offsets(self.partitions).items()}
+        ends = {tp: end for tp, end in ends.items() if self.consumer.position(tp) < end}
         last_progress = time.monotonic()
         while ends:
             polled = self.consumer.poll(timeout_ms=500, max_records=10_000)

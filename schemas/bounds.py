@@ -26,6 +26,7 @@ __all__ = [
     "EARLIEST_TIME",
     "IDENTIFIER_MAX_CHARS",
     "LATEST_TIME",
+    "COMPLETION_TEXT_MAX_BYTES",
     "MAX_CLOCK_SKEW_MS",
     "MAX_COMPLETION_TOKENS",
     "MAX_DURATION_MS",
@@ -35,16 +36,19 @@ __all__ = [
     "MAX_PROMPT_TOKENS",
     "MAX_SEED",
     "MAX_TEMPERATURE",
+    "MAX_TOOLS_OFFERED",
     "MAX_TURNS",
     "MIN_LOGPROB",
     "MIN_SEED",
     "ORG_ID_MAX_CHARS",
     "PATH_MAX_CHARS",
+    "PROMPT_TEXT_MAX_BYTES",
     "TOKEN_ID_BOUND",
     "TOOL_NAME_MAX_CHARS",
     "USER_MAX_CHARS",
     "control_character_problem",
     "org_id_problem",
+    "text_problem",
 ]
 
 # Strings (characters).
@@ -56,6 +60,13 @@ _ORG_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{ORG_ID_MAX_CHARS - 1}}}")
 USER_MAX_CHARS = 256
 TOOL_NAME_MAX_CHARS = 64
 PATH_MAX_CHARS = 1024
+# Prompt and completion text (UTF-8 bytes): a prompt keeps its end, a completion its start when
+# the gateway cuts one. Text may hold tabs and line breaks but no other C0 control character,
+# so every byte costs at most two in JSON and the largest event stays under the caps.
+PROMPT_TEXT_MAX_BYTES = 32 << 10
+COMPLETION_TEXT_MAX_BYTES = 32 << 10
+TEXT_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+MAX_TOOLS_OFFERED = 128  # OpenAI's own limit on a request's tools
 
 # Numbers.
 MAX_DURATION_MS = 86_400_000.0  # ttft_ms, latency_ms, duration_ms: one day
@@ -84,3 +95,16 @@ def org_id_problem(org_id: str) -> str | None:
     return (f"{org_id[:80]!r} is not an org id: 1 to {ORG_ID_MAX_CHARS} letters, digits, '.', "
             "'_' or '-', starting with a letter or digit")
 
+
+
+def text_problem(text: str, max_bytes: int) -> str | None:
+    """Why ``text`` cannot be a prompt or completion text, or None when it can."""
+    found = TEXT_CONTROL.search(text)
+    if found is not None:
+        return (f"contains the control character U+{ord(found.group()):04X} at index "
+                f"{found.start()}; text may hold tabs and line breaks, no other control "
+                "character")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        return f"is {size} bytes of UTF-8, over the {max_bytes} byte limit"
+    return None

@@ -13,6 +13,11 @@ those bounds to the fields of version 1; clients built against either may send t
 version 4 lets ``completion.served`` keep the backend's own finish reason (``tool_calls``,
 ``content_filter``).
 
+Version 4 also lets ``completion.served`` carry the prompt and completion text where the org
+allows it (``prompt_text``, ``completion_text``: bounded, written by the gateway after its
+redaction hook, absent when the org turned text capture off) and the names of the tools the
+request offered; ``TEXT_FIELDS`` names the text fields.
+
 Type names are stable strings (``edit.persistence``), never Python import paths.
 """
 
@@ -23,6 +28,7 @@ from typing import Annotated, Final, Literal, get_args
 from uuid import UUID
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -44,9 +50,10 @@ __all__ = [
     "ClarificationAskedPayload", "CompletionServed", "CompletionServedPayload", "EditDecided",
     "EditDecidedPayload", "EditDecision", "EditPersistence", "EditPersistencePayload",
     "EditProposed", "EditProposedPayload", "Event", "EventAdapter", "FinishReason", "FollowupSent",
-    "FollowupSentPayload", "SamplingParams", "Sentiment", "ToolCalled", "ToolCalledPayload",
-    "ToolErrorKind", "TrajectoryEnded", "TrajectoryEndedPayload", "TrajectoryOutcome",
-    "dump_event", "finish_reason_of", "first_error", "parse_event", "with_ingest_fields",
+    "FollowupSentPayload", "SamplingParams", "Sentiment", "TEXT_FIELDS", "ToolCalled",
+    "ToolCalledPayload", "ToolErrorKind", "TrajectoryEnded", "TrajectoryEndedPayload",
+    "TrajectoryOutcome", "dump_event", "finish_reason_of", "first_error", "parse_event",
+    "with_ingest_fields",
 ]
 
 SCHEMA_VERSION = 4  # what ingest validates against and stores
@@ -72,6 +79,23 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 TokenId = Annotated[int, Field(ge=0, lt=b.TOKEN_ID_BOUND)]
 Logprob = Annotated[float, Field(ge=b.MIN_LOGPROB, le=0.0)]
 SkewMs = Annotated[int, Field(ge=-b.MAX_CLOCK_SKEW_MS, le=b.MAX_CLOCK_SKEW_MS)]
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]  # what OpenAI allows
+
+
+def _text_within(max_bytes: int) -> AfterValidator:
+    def check(text: str) -> str:
+        if (problem := b.text_problem(text, max_bytes)) is not None:
+            raise ValueError(f"the text {problem}")
+        return text
+    return AfterValidator(check)
+
+
+# The character bound is what JSON Schema can say (a character is at least a byte); the byte
+# bound and the control characters are checked after it.
+PromptText = Annotated[str, Field(max_length=b.PROMPT_TEXT_MAX_BYTES),
+                       _text_within(b.PROMPT_TEXT_MAX_BYTES)]
+CompletionText = Annotated[str, Field(max_length=b.COMPLETION_TEXT_MAX_BYTES),
+                           _text_within(b.COMPLETION_TEXT_MAX_BYTES)]
 # pydantic-core checks the instant; JSON Schema cannot compare date-times, so the exported
 # schema states the range as the year written (the two differ only by a UTC offset at the ends).
 Timestamp = Annotated[
@@ -108,6 +132,9 @@ class SamplingParams(_Strict):
     seed: Annotated[int, Field(ge=b.MIN_SEED, le=b.MAX_SEED)] | None = None
 
 
+TEXT_FIELDS = ("prompt_text", "completion_text")  # completion.served's text, policed per org
+
+
 class CompletionServedPayload(_Strict):
     completion_id: Identifier
     model: Identifier
@@ -121,6 +148,14 @@ class CompletionServedPayload(_Strict):
     # The backend's own reason (OpenAI's), else the gateway's: "abort" when the client went away
     # or the stream was cut short, "error" when the backend failed mid-reply.
     finish_reason: FinishReason = "stop"
+    # What the org allows of the text (version 4): the prompt as the client sent it (a chat's
+    # messages one per line as ``role: content``), the completion as the backend wrote it
+    # (tool calls in the ``rewardstream`` syntax), both after the redaction hook; None when the
+    # org turned capture off. ``text_truncated``: one of them was cut to its bound.
+    prompt_text: PromptText | None = None
+    completion_text: CompletionText | None = None
+    text_truncated: bool = False
+    tools_offered: Annotated[list[ToolName], Field(max_length=b.MAX_TOOLS_OFFERED)] | None = None
 
     @model_validator(mode="after")
     def _one_logprob_per_token(self) -> CompletionServedPayload:

@@ -12,8 +12,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, NonNegativeInt
 
-__all__ = ["VALUE_BOUND", "Component", "RewardRecord", "Sample", "Signal", "reward_record_key",
-           "trajectory_key"]
+__all__ = ["VALUE_BOUND", "Component", "RewardRecord", "Sample", "SampleLabels", "Signal",
+           "ToolUse", "reward_record_key", "trajectory_key"]
 
 # Rewards and measurements stay far inside a float's range, so sums of their squares over any
 # window or batch stay finite: a record holding 1e308 would turn the monitors' window statistics
@@ -78,8 +78,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
+class ToolUse(_Strict):
+    """A tool call the completion made, as ``tool.called`` recorded it."""
+
+    tool: str
+    valid: bool
+    error_kind: str | None = None
+
+
+class SampleLabels(_Strict):
+    """What users did with the completion's work (``streams/reward.py`` says which events are
+    a completion's): its edits by their latest decision, the share of them kept at the spec's
+    largest horizon (None: it proposed none), dissatisfied follow-ups and clarifying
+    questions after it."""
+
+    edits_proposed: NonNegativeInt = 0
+    edits_accepted: NonNegativeInt = 0
+    edits_rejected: NonNegativeInt = 0
+    edits_reverted: NonNegativeInt = 0
+    kept_fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    dissatisfied_followups: NonNegativeInt = 0
+    clarifications: NonNegativeInt = 0
+
+
 class Sample(_Strict):
-    """One served completion of the trajectory, as the policy-gradient update needs it."""
+    """One served completion of the trajectory, as the policy-gradient update needs it, and
+    what per-completion views need (the fields after ``producer``; a record written before
+    them has their defaults)."""
 
     completion_id: str
     checkpoint_id: str
@@ -92,6 +117,20 @@ class Sample(_Strict):
     # Who wrote the completion to the log ("gateway", or "ingest:<key>"): the trainer trains only
     # on the gateway's, whose behaviour logprobs are what the policy really sampled with.
     producer: str | None = None
+    event_id: str | None = None  # of its completion.served
+    offset: NonNegativeInt | None = None  # of its completion.served on the record's partition
+    turn: NonNegativeInt | None = None  # its place among the trajectory's completions, from 0
+    served_at: AwareDatetime | None = None  # its event time
+    finish_reason: str | None = None
+    prompt_text: str | None = None  # as the org's text policy let the gateway write it
+    completion_text: str | None = None
+    text_truncated: bool = False
+    tools_offered: list[str] | None = None
+    tools_called: list[ToolUse] = Field(default_factory=list)
+    labels: SampleLabels | None = None
+    # Its share of the total by the stated rule (streams/reward.py): the credits of a record's
+    # samples add up to its total.
+    credit: Reward | None = None
 
 
 class RewardRecord(_Strict):
@@ -100,6 +139,7 @@ class RewardRecord(_Strict):
     checkpoint_id: str
     arm: str
     org_id: str | None = None
+    partition: NonNegativeInt | None = None  # of events.raw, where its events are
     task_family: str = "default"
     outcome: Literal["completed", "aborted", "error", "unfinished"]
     ended_at: AwareDatetime | None = None  # event time of trajectory.ended, if it came
@@ -112,6 +152,15 @@ class RewardRecord(_Strict):
     # Raw measurements the components were computed from (counts, fractions, milliseconds).
     signals: dict[str, Measurement]
     event_ids: Annotated[list[str], Field(description="ids of the events the record folds")]
+
+    def without_text(self) -> RewardRecord:
+        """The record with its samples' text left out (marked cut): what the rewards topic
+        gets when the record with its text would be over the topic's size limit."""
+        return self.model_copy(update={"samples": [
+            s.model_copy(update={"prompt_text": None, "completion_text": None,
+                                 "text_truncated": True})
+            if s.prompt_text is not None or s.completion_text is not None else s
+            for s in self.samples]})
 
 
 def _escaped(identifier: str) -> str:

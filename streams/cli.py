@@ -129,15 +129,13 @@ def replay(
     change: distribution shift, per-component deltas, the trajectories that move most.
 
     Example: rewardstream replay /data/archive --spec old.toml --compare new.toml --org acme"""
-    from infra.kafka_io import read_topic
     from infra.settings import load_settings
     from streams.replay import compare_records, of_org, replay_rows
-    from streams.sources import archive_rows
+    from streams.sources import archive_rows, kafka_rows
     from streams.spec import load_spec
 
     if source == "kafka":
-        rows = [(r.partition, r.offset, r.value or b"")
-                for r in read_topic(load_settings(), "events.raw")]
+        rows = kafka_rows(load_settings())
     else:
         rows = archive_rows(Path(source))
     base = load_spec(spec)
@@ -165,7 +163,51 @@ def replay(
         typer.echo(json.dumps(report, indent=2))
 
 
+def export(
+    org: str = typer.Option(..., help="The organisation whose completions are exported."),
+    out: Path = typer.Option(..., help="Directory for train.jsonl or train.parquet and "
+                                       "manifest.json (an earlier export there is replaced)."),
+    start: str = typer.Option(None, "--from", help="First offsets of events.raw, "
+                              "PARTITION:OFFSET[,...], or an ISO-8601 time with a zone "
+                              "(resolved to the first offset written at or after it) "
+                              "[default: the beginning]."),
+    stop: str = typer.Option(None, "--to", help="Offsets (or a time) to stop before, as "
+                             "--from [default: the end of the log now]."),
+    spec: Path = typer.Option(None, help=_SPEC_HELP),
+    file_format: str = typer.Option("jsonl", "--format", help="jsonl or parquet."),
+    view: str = typer.Option("samples", help="samples (one row per completion: prompt, "
+                             "completion, reward, credit, labels, tokens), preferences "
+                             "(prompt, chosen, rejected) or binary (prompt, completion, "
+                             "label)."),
+    retention_days: float = typer.Option(
+        7.0, min=0.0, help="Marker retention in event time, as the worker's."),
+) -> None:
+    """Export one org's completions of a range of events.raw as a dataset that
+    datasets.load_dataset reads as it is, with a manifest (offsets, spec, counts, SHA-256s, an
+    export id) a checkpoint trained on it cites as lineage. The range is replayed through the
+    reward join exactly as `rewardstream replay` does: the same range always gives the same
+    bytes. Rules of the views: docs/trainer-and-release.md.
+
+    Example: rewardstream export --org acme --from 0:0 --to 0:50000 --view binary --format
+    parquet --out data/acme-kto"""
+    from infra.settings import load_settings
+    from streams.export import parse_bound, run_export
+    from streams.spec import load_spec
+
+    manifest = run_export(load_settings(), org_id=org, out_dir=out,
+                          start=parse_bound(start, "--from"), stop=parse_bound(stop, "--to"),
+                          spec=load_spec(spec), view=view, file_format=file_format,
+                          retention_ms=int(retention_days * 86_400_000))
+    counts, rows = manifest["counts"], manifest["files"][0]["rows"]
+    skipped = ", ".join(f"{k[8:]} {v}" for k, v in counts.items() if k.startswith("skipped_"))
+    typer.echo(f"{rows} {view} rows of org {org} from {counts['records']} records "
+               f"({counts['events']} events){'; left out: ' + skipped if skipped else ''}")
+    typer.echo(f"wrote {out / manifest['files'][0]['path']} and {out / 'manifest.json'} "
+               f"(export {manifest['export_id'][:16]})")
+
+
 def register(app: typer.Typer) -> None:
     app.command("worker")(worker)
     app.command("archive")(archive)
     app.command("replay")(replay)
+    app.command("export")(export)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.errors import RewardstreamError
 
-__all__ = ["ArchiveError", "MalformedEventError", "SpecError"]
+__all__ = ["ArchiveError", "ExportError", "MalformedEventError", "SpecError"]
 
 
 class SpecError(RewardstreamError):
@@ -17,3 +17,7 @@ class MalformedEventError(RewardstreamError):
 
 class ArchiveError(RewardstreamError):
     """The Parquet archive is unreadable or inconsistent."""
+
+
+class ExportError(RewardstreamError):
+    """An export's range, view or format cannot be used."""

@@ -301,6 +301,9 @@ class PartitionJoin:
         try:
             record = reward_record(state, self.spec, by, at_ms)  # type: ignore[arg-type]
             value = record.model_dump_json().encode()
+            if len(value) > self.max_record_bytes:  # the samples' text goes first
+                record = record.without_text()
+                value = record.model_dump_json().encode()
             if len(value) > self.max_record_bytes:
                 raise ValueError(f"its record is {len(value)} bytes, over the rewards topic's "
                                  f"{self.max_record_bytes} byte limit")

@@ -13,7 +13,9 @@ from typing import Any, Literal
 from schemas.events import (
     CLARIFICATION_ASKED,
     COMPLETION_SERVED,
+    EDIT_DECIDED,
     EDIT_PERSISTENCE,
+    EDIT_PROPOSED,
     FOLLOWUP_SENT,
     TOOL_CALLED,
 )
@@ -32,17 +34,18 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _kept_fractions(facts: list[Fact], spec: RewardSpec) -> dict[int, float]:
-    """Share of proposed edits surviving at each horizon. Rejected and reverted edits count as
-    not kept; an accepted edit whose check is missing carries its last earlier check forward,
-    and without any check it is left out (telemetry loss is not the policy's doing)."""
+def _kept_sums(facts: list[Fact], spec: RewardSpec) -> dict[int, tuple[float, int]]:
+    """Per horizon, the surviving fractions of the proposed edits summed, and how many edits
+    count. Rejected and reverted edits count as not kept; an accepted edit whose check is
+    missing carries its last earlier check forward, and without any check it is left out
+    (telemetry loss is not the policy's doing)."""
     decisions = edit_decisions(facts)
     checks: dict[str, dict[int, float]] = {}
     for fact in facts:
         if fact.type == EDIT_PERSISTENCE:
             checks.setdefault(fact.data["edit"], {}).setdefault(
                 fact.data["horizon_s"], fact.data["fraction"])
-    kept: dict[int, float] = {}
+    sums: dict[int, tuple[float, int]] = {}
     for horizon in spec.horizons_s:
         total, counted = 0.0, 0
         for edit, decision in decisions.items():
@@ -53,8 +56,14 @@ def _kept_fractions(facts: list[Fact], spec: RewardSpec) -> dict[int, float]:
             if known:
                 total += checks[edit][max(known)]
                 counted += 1
-        kept[horizon] = total / counted if counted else 0.0
-    return kept
+        sums[horizon] = (total, counted)
+    return sums
+
+
+def _kept_fractions(facts: list[Fact], spec: RewardSpec) -> dict[int, float]:
+    """Share of proposed edits surviving at each horizon (see :func:`_kept_sums`)."""
+    return {horizon: total / counted if counted else 0.0
+            for horizon, (total, counted) in _kept_sums(facts, spec).items()}
 
 
 def _unambiguous(fact: Fact, spec: RewardSpec) -> bool:
@@ -129,23 +138,120 @@ def components(measured: dict[str, float], outcome: str, spec: RewardSpec) -> di
     return {name: value + 0.0 for name, value in terms.items()}
 
 
-def _samples(facts: list[Fact]) -> list[dict[str, Any]]:
-    """Each served completion once, as the fields of a :class:`Sample` (the record validates
-    them all in one call, which is much cheaper than a model per sample)."""
-    seen: set[str] = set()
-    samples = []
+def _sample(fact: Fact, turn: int) -> dict[str, Any]:
+    d = fact.data
+    return {
+        "completion_id": d["cid"], "checkpoint_id": fact.checkpoint_id,
+        "prompt_token_ids": d["prompt"], "completion_token_ids": d["tokens"],
+        "behaviour_logprobs": [float(x) for x in d["logprobs"]],
+        "temperature": float(d["temperature"]), "top_p": float(d["top_p"]),
+        "top_k": int(d["top_k"]), "producer": d.get("producer"), "event_id": fact.event_id,
+        "offset": fact.offset, "turn": turn, "served_at": ms_to_datetime(fact.time_ms),
+        "finish_reason": d["finish"], "prompt_text": d.get("ptext"),
+        "completion_text": d.get("ctext"), "text_truncated": bool(d.get("cut")),
+        "tools_offered": d.get("offered"),
+    }
+
+
+def _owners(facts: list[Fact]) -> tuple[list[Fact], dict[str, list[Fact]]]:
+    """The trajectory's completions (each id once, in order) and, by completion id, the other
+    facts that are its own. A fact belongs to the latest completion served at or before it; a
+    fact before the first completion to the first. Except: a tool call whose id is the
+    completion's id and a suffix (the gateway's broken calls) is that completion's, and an
+    edit's decision and persistence checks belong where the edit was proposed."""
+    owned: dict[str, list[Fact]] = {}
+    completions: list[Fact] = []
     for fact in facts:
-        if fact.type != COMPLETION_SERVED or fact.data["cid"] in seen:
+        if fact.type == COMPLETION_SERVED and fact.data["cid"] not in owned:
+            owned[fact.data["cid"]] = []
+            completions.append(fact)
+    if not completions:
+        return completions, owned
+    edit_owner: dict[str, str] = {}
+    later: list[Fact] = []
+    current = completions[0].data["cid"]
+    for fact in facts:
+        if fact.type == COMPLETION_SERVED:
+            current = fact.data["cid"]
             continue
-        seen.add(fact.data["cid"])
-        d = fact.data
-        samples.append({
-            "completion_id": d["cid"], "checkpoint_id": fact.checkpoint_id,
-            "prompt_token_ids": d["prompt"], "completion_token_ids": d["tokens"],
-            "behaviour_logprobs": [float(x) for x in d["logprobs"]],
-            "temperature": float(d["temperature"]), "top_p": float(d["top_p"]),
-            "top_k": int(d["top_k"]), "producer": d.get("producer"),
-        })
+        owner = current
+        if fact.type == TOOL_CALLED:
+            prefix = fact.data.get("call", "").rpartition("-")[0]
+            owner = prefix if prefix in owned else current
+        elif fact.type == EDIT_PROPOSED:
+            owner = edit_owner.setdefault(fact.data["edit"], current)
+        elif fact.type in (EDIT_DECIDED, EDIT_PERSISTENCE):
+            later.append(fact)  # once every proposal is placed
+            edit_owner.setdefault(fact.data["edit"], current)
+            continue
+        owned[owner].append(fact)
+    for fact in later:
+        owned[edit_owner[fact.data["edit"]]].append(fact)
+    return completions, owned
+
+
+def _dissatisfied(facts: list[Fact]) -> int:
+    return sum(f.type == FOLLOWUP_SENT and f.data["sentiment"] == "dissatisfied" for f in facts)
+
+
+def _measures(facts: list[Fact], completion: Fact, spec: RewardSpec) -> dict[str, float]:
+    """A completion's own part of each component's measure (keyed by component): how its
+    credit is shared out."""
+    decisions = list(edit_decisions(facts).values())
+    measures = {Component.kept_at(h): total for h, (total, _) in _kept_sums(facts, spec).items()}
+    measures.update({
+        Component.ACCEPTED_EDITS: decisions.count("accepted"),
+        Component.REJECTED_EDITS: decisions.count("rejected"),
+        Component.REVERTED_EDITS: decisions.count("reverted"),
+        Component.DISSATISFIED_FOLLOWUPS: _dissatisfied(facts),
+        Component.LATENCY: completion.data["latency_ms"],
+        Component.BROKEN_TOOL_CALLS: sum(f.type == TOOL_CALLED and not f.data["valid"]
+                                         for f in facts),
+        Component.DEFERRED_EDITS: sum(f.type == CLARIFICATION_ASKED and _unambiguous(f, spec)
+                                      for f in facts),
+    })
+    return measures
+
+
+def _labels(facts: list[Fact], spec: RewardSpec) -> dict[str, Any]:
+    decisions = list(edit_decisions(facts).values())
+    return {
+        "edits_proposed": len(decisions), "edits_accepted": decisions.count("accepted"),
+        "edits_rejected": decisions.count("rejected"),
+        "edits_reverted": decisions.count("reverted"),
+        "kept_fraction": _kept_fractions(facts, spec)[spec.max_horizon_s] if decisions else None,
+        "dissatisfied_followups": _dissatisfied(facts),
+        "clarifications": sum(f.type == CLARIFICATION_ASKED for f in facts),
+    }
+
+
+def _samples(facts: list[Fact], spec: RewardSpec,
+             terms: dict[str, float]) -> list[dict[str, Any]]:
+    """Each served completion once, as the fields of a :class:`Sample` (the record validates
+    them all in one call, which is much cheaper than a model per sample), with its tool calls,
+    labels and credit.
+
+    The credit rule: each component of the total is shared among the completions in proportion
+    to each one's own part of what the component measures (its edits accepted, rejected,
+    reverted, kept at the horizon; its dissatisfied follow-ups, broken tool calls and deferring
+    questions; its latency), or equally when no completion has any part of it (and always for
+    turns and the outcome). The credits add up to the total."""
+    completions, owned = _owners(facts)
+    samples = [_sample(c, turn) for turn, c in enumerate(completions)]
+    measures = [_measures(owned[c.data["cid"]], c, spec) for c in completions]
+    credits = [0.0] * len(completions)
+    for name, value in terms.items():
+        parts = [m.get(name, 0.0) for m in measures]
+        whole = sum(parts)
+        for i, part in enumerate(parts):
+            credits[i] += value * part / whole if whole > 0 else value / len(parts)
+    for sample, completion, credit in zip(samples, completions, credits, strict=True):
+        own = owned[completion.data["cid"]]
+        sample["tools_called"] = [{"tool": f.data.get("tool", "unknown"),
+                                   "valid": f.data["valid"], "error_kind": f.data["error"]}
+                                  for f in own if f.type == TOOL_CALLED]
+        sample["labels"] = _labels(own, spec)
+        sample["credit"] = credit + 0.0
     return samples
 
 
@@ -172,7 +278,8 @@ def reward_record(
         "ended_at": ms_to_datetime(ended.time_ms) if ended is not None else None,
         "finalized_by": finalized_by,
         "finalized_at": ms_to_datetime(finalized_at_ms),
-        "samples": _samples(facts),
+        "partition": state.partition,
+        "samples": _samples(facts, spec, terms),
         "components": terms,
         "total": sum(terms.values()),
         "signals": measured,

@@ -64,6 +64,20 @@ class SimConfig:
     broken_call_p: float = 0.12
     no_end_p: float = 0.03
     arms: tuple[str, ...] = ("control", "candidate")
+    # Completions carry text (a prompt from a few tasks, so tasks repeat across trajectories,
+    # and a good or a poor reply) and the tools offered; a poor reply breaks calls and has its
+    # edits rejected and its user dissatisfied far more often.
+    texts: bool = False
+
+
+# (prompt, its token ids) of the tasks, and the replies; used when SimConfig.texts is set.
+_TASKS = [(f"user: {request}", [11 + i, 40 + i, 90 + 3 * i, 7]) for i, request in enumerate((
+    "Fix the failing test in src/app.py.", "Add a --verbose flag to the CLI.",
+    "Rename the helper parse_row to read_row.", "Why does the build fail on Windows?"))]
+_GOOD_REPLIES = ("I read the test, fixed the off-by-one in the loop and ran the tests: they "
+                 "pass.", "Done: the change is small and the tests pass.")
+_POOR_REPLIES = ("I rewrote the whole module and deleted the failing test.",
+                 "<tool>edit_file {broken json</tool>")
 
 
 def _uuid7(rng: random.Random, unix_ms: int) -> uuid.UUID:
@@ -86,6 +100,7 @@ class _Trajectory:
         }
         self.clock = start
         self.events: list[tuple[datetime, Event]] = []
+        self.good: bool | None = None  # the current reply's quality, when texts are made
 
     def emit(self, model: type[Any], payload: Any, at: datetime | None = None) -> None:
         when = at or self.clock
@@ -100,19 +115,31 @@ class _Trajectory:
     def tick(self, low_s: float, high_s: float) -> None:
         self.clock += timedelta(seconds=self.rng.uniform(low_s, high_s))
 
+    def _text(self) -> dict[str, Any]:
+        """The text fields of a completion, and whether its reply is a good one."""
+        rng = self.rng
+        prompt, prompt_ids = _TASKS[rng.randrange(len(_TASKS))]
+        self.good = rng.random() < 0.5
+        reply = rng.choice(_GOOD_REPLIES if self.good else _POOR_REPLIES)
+        return {"prompt_text": prompt, "completion_text": reply, "prompt_token_ids": prompt_ids,
+                "tools_offered": ["read", "grep", "edit"]}
+
     def turn(self, number: int) -> None:
         rng = self.rng
         n_tokens = rng.randint(2, 12)
+        text = self._text() if self.config.texts else {}
         self.emit(CompletionServed, CompletionServedPayload(
             completion_id=f"{self.tid}-c{number}", model="sim",
-            prompt_token_ids=[rng.randrange(1000) for _ in range(rng.randint(4, 16))],
+            prompt_token_ids=text.pop("prompt_token_ids", None) or [
+                rng.randrange(1000) for _ in range(rng.randint(4, 16))],
             completion_token_ids=[rng.randrange(1000) for _ in range(n_tokens)],
             behaviour_logprobs=[-round(rng.uniform(0.01, 4.0), 4) for _ in range(n_tokens)],
             ttft_ms=round(rng.uniform(50, 400), 1), latency_ms=round(rng.uniform(300, 6000), 1),
-            finish_reason=rng.choices(_FINISHES, [0.9, 0.08, 0.02])[0]))
+            finish_reason=rng.choices(_FINISHES, [0.9, 0.08, 0.02])[0], **text))
         for call in range(rng.randint(0, 3)):
             self.tick(0.1, 3)
-            broken = rng.random() < self.config.broken_call_p
+            broken = rng.random() < (self.config.broken_call_p if self.good is None
+                                     else 0.0 if self.good else 0.6)
             self.emit(ToolCalled, ToolCalledPayload(
                 call_id=f"{self.tid}-t{number}-{call}", tool=rng.choice(["read", "grep", "edit"]),
                 valid=not broken, error_kind="malformed_call" if broken else None))
@@ -124,7 +151,9 @@ class _Trajectory:
             self.edit(f"{self.tid}-e{number}")
         if rng.random() < 0.3:
             self.tick(1, 20)
-            sentiment = rng.choices(_SENTIMENTS, [0.3, 0.4, 0.3])[0]
+            weights = [0.3, 0.4, 0.3] if self.good is None else (
+                [0.05, 0.4, 0.55] if self.good else [0.8, 0.2, 0.0])
+            sentiment = rng.choices(_SENTIMENTS, weights)[0]
             self.emit(FollowupSent, FollowupSentPayload(sentiment=sentiment))
 
     def edit(self, edit_id: str) -> None:
@@ -133,7 +162,8 @@ class _Trajectory:
                                                     path=f"src/m{rng.randrange(9)}.py",
                                                     lines_added=rng.randrange(30)))
         self.tick(1, 30)
-        decision = rng.choices(_DECISIONS, [0.7, 0.3])[0]
+        weights = [0.7, 0.3] if self.good is None else ([0.95, 0.05] if self.good else [0.1, 0.9])
+        decision = rng.choices(_DECISIONS, weights)[0]
         self.emit(EditDecided, EditDecidedPayload(edit_id=edit_id, decision=decision))
         if decision != "accepted":
             return

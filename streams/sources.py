@@ -11,11 +11,12 @@ from infra.kafka_io import read_topic
 from infra.settings import Settings
 from schemas.quarantine import Quarantined, read_quarantined
 from schemas.rewards import RewardRecord
+from schemas.topics import topic_name
 from streams.archive import ORG_DIR, QUARANTINE_DIR
 from streams.errors import ArchiveError
 from streams.replay import LogRow
 
-__all__ = ["archive_rows", "read_quarantine", "read_records"]
+__all__ = ["archive_rows", "kafka_rows", "read_quarantine", "read_records"]
 
 
 def read_quarantine(settings: Settings) -> list[Quarantined]:
@@ -33,6 +34,19 @@ def read_records(settings: Settings) -> dict[bytes, RewardRecord]:
             raise ArchiveError(f"rewards offset {message.offset}: key {message.key!r} carries "
                                "a different record")
     return records
+
+
+def kafka_rows(settings: Settings, starts: dict[int, int] | None = None,
+               stops: dict[int, int] | None = None) -> list[LogRow]:
+    """``events.raw`` as it is now, or each partition from ``starts`` (its first offset) up to
+    ``stops`` (the offset after its last), as replay rows."""
+    from infra.kafka_io import TopicReader
+
+    topic = topic_name(settings.topic_prefix, "events.raw")
+    named = {f"{topic}:{partition}": offset for partition, offset in (starts or {}).items()}
+    until = {f"{topic}:{partition}": offset for partition, offset in (stops or {}).items()}
+    with TopicReader(settings, ["events.raw"], client_id="replay", positions=named) as reader:
+        return [(r.partition, r.offset, r.value or b"") for r in reader.until_end(stops=until)]
 
 
 def archive_rows(directory: Path) -> list[LogRow]:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from trainer.consumer import Selection, Staleness
 from trainer.errors import TrainerConfigError
 
 __all__ = ["TrainConfig", "load_config"]
@@ -31,6 +32,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     # On-policy control and the objective.
     max_staleness: int = 1  # generations a sample's checkpoint may lag the policy
+    max_staleness_hours: float | None = None  # hours since it was served (None: no bound)
     is_cap: float = 2.0  # truncation of the token importance ratio pi/mu
     ema_decay: float = 0.9
     whiten: bool = True
@@ -66,6 +68,12 @@ class TrainConfig:
     canary: bool = False
     group_id: str = "rewardstream-trainer"
 
+    def selection(self) -> Selection:
+        """Which records and samples this trainer takes (``trainer.consumer``)."""
+        return Selection(orgs=frozenset(self.orgs) if self.orgs is not None else None,
+                         spec_version=self.reward_spec_version,
+                         staleness=Staleness(self.max_staleness, self.max_staleness_hours))
+
     @property
     def model(self) -> str:
         return self.model_name or self.model_dir.resolve().name
@@ -87,6 +95,9 @@ class TrainConfig:
         if not 0.0 <= self.gate_broken_call_tolerance <= 1.0:
             raise TrainerConfigError(f"gate_broken_call_tolerance="
                                      f"{self.gate_broken_call_tolerance} must be in [0, 1]")
+        if self.max_staleness_hours is not None and not self.max_staleness_hours > 0:
+            raise TrainerConfigError(f"max_staleness_hours={self.max_staleness_hours} must be "
+                                     "positive")
         if self.max_staleness < 0 or self.gate_margin < 0 or self.kl_coef < 0:
             raise TrainerConfigError("max_staleness, gate_margin and kl_coef must be >= 0")
         if self.steps_per_cycle is not None and self.steps_per_cycle <= 0:

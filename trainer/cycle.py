@@ -44,11 +44,13 @@ from trainer.checkpoint_io import (
     write_checkpoint,
 )
 from trainer.config import TrainConfig
+from trainer.consumer import Lineage
 from trainer.distributed import DistContext
 from trainer.evalsuite import build_suite
 from trainer.gate import Gate
-from trainer.prepare import ConsumedRecord, prepare_batch
+from trainer.prepare import prepare_batch
 from trainer.registry_io import RegistryStore
+from trainer.source import ConsumedRecord
 from trainer.update import PolicyUpdater, UpdateStats, make_optimizer
 
 __all__ = ["CycleResult", "TrainingCycle", "run_gate"]
@@ -205,25 +207,17 @@ class TrainingCycle:
     def update(self, records: Sequence[ConsumedRecord]) -> UpdateStats | None:
         """One optimizer step on the fresh, first-seen records of ``records`` (None if none)."""
         assert self._updater is not None and self._registry is not None and self._base is not None
-        fresh = []
         for record in records:
             self._log.consumed(record)
             if record.offset is not None:
                 self.positions[f"{record.topic}:{record.partition}"] = record.offset + 1
-            if record.record is None or self.dedupe.first_time(record.key):
-                fresh.append(record)
-            else:
-                self._log.counts["records_duplicate"] += 1
         registry = self._registry
         prepared = prepare_batch(
-            fresh, self.baseline,
-            current_generation=registry.generation(self._base.checkpoint_id) or 0,
-            generation_of=registry.generation, max_staleness=self.config.max_staleness,
+            records, self.baseline, selection=self.config.selection(),
+            lineage=Lineage(registry.generation(self._base.checkpoint_id) or 0,
+                            registry.generation),
             max_seq_len=self.config.max_seq_len, vocab_size=self._updater.actor.vocab_size,
-            spec_version=self.config.reward_spec_version,
-            whiten=self.config.whiten,
-            orgs=frozenset(self.config.orgs) if self.config.orgs is not None else None,
-        )
+            whiten=self.config.whiten, dedupe=self.dedupe, now=self.clock())
         self._log.counts.update(prepared.counts)
         self._log.spec_versions |= prepared.spec_versions
         self._log.orgs |= prepared.orgs

@@ -1,4 +1,6 @@
-"""From consumed reward records to training samples: dedupe, on-policy filter, advantages.
+"""From consumed reward records to training samples: the selection every reader of rewards makes
+(dedupe, orgs, spec, staleness: ``trainer.consumer.select``), what this model cannot take, and
+advantages.
 
 Pure: no I/O. Every record or sample that does not train is counted under its reason, so the
 checkpoint's statistics account for every record consumed.
@@ -7,38 +9,18 @@ checkpoint's statistics account for every record consumed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
-from schemas.events import GATEWAY_PRODUCER
-from schemas.rewards import RewardRecord, Sample
+from schemas.dedupe import DedupeWindow
+from schemas.rewards import Sample
 from trainer.advantages import EmaBaseline, compute_advantages
 from trainer.batch import TrainSample
-from trainer.staleness import judge_staleness
+from trainer.consumer import Lineage, Selection, select
+from trainer.source import ConsumedRecord
 
-__all__ = ["ConsumedRecord", "PreparedBatch", "prepare_batch", "refusal"]
-
-
-@dataclass(frozen=True)
-class ConsumedRecord:
-    key: str  # the Kafka record key: trajectory id and spec version
-    record: RewardRecord | None  # None when the value was not a valid RewardRecord, or refused
-    topic: str | None = None
-    partition: int | None = None
-    offset: int | None = None
-    refused: str | None = None  # why a valid record must not be trained on
-
-
-def refusal(record: RewardRecord) -> str | None:
-    """Why the trainer must not learn from ``record``: a completion the gateway did not serve.
-    Behaviour logprobs are the importance ratio's denominator; only the gateway, which sampled
-    the completion, can say what they were (a client could write any)."""
-    for index, sample in enumerate(record.samples):
-        if sample.producer != GATEWAY_PRODUCER:
-            return (f"samples.{index}.producer: completion {sample.completion_id!r} was written "
-                    f"by {sample.producer or 'an unnamed producer'}, not the gateway; its "
-                    "behaviour logprobs cannot be trusted")
-    return None
+__all__ = ["PreparedBatch", "prepare_batch"]
 
 
 @dataclass
@@ -66,47 +48,27 @@ def _malformed(sample: Sample, max_seq_len: int, vocab_size: int) -> str | None:
 
 
 def prepare_batch(
-    records: Sequence[ConsumedRecord], baseline: EmaBaseline, *, current_generation: int,
-    generation_of: Callable[[str], int | None], max_staleness: int, max_seq_len: int,
-    vocab_size: int, spec_version: str | None, whiten: bool,
-    orgs: frozenset[str] | None = None,
+    records: Sequence[ConsumedRecord], baseline: EmaBaseline, *, selection: Selection,
+    lineage: Lineage, max_seq_len: int, vocab_size: int, whiten: bool,
+    dedupe: DedupeWindow[str] | None = None, now: datetime | None = None,
 ) -> PreparedBatch:
-    """Samples with advantages for the records that have any trainable sample; updates baseline.
-    ``orgs``: train only on these organisations' records (None: every organisation's)."""
-    out = PreparedBatch(samples=[])
-    kept: list[tuple[RewardRecord, list[Sample]]] = []
-    for consumed in records:
-        record = consumed.record
-        out.counts["records"] += 1
-        if record is None:
-            out.counts["records_refused" if consumed.refused else "records_unparseable"] += 1
-            continue
-        if spec_version is not None and record.spec_version != spec_version:
-            out.counts["skipped_spec_version"] += 1
-            continue
-        if orgs is not None and record.org_id not in orgs:
-            out.counts["skipped_other_org"] += 1
-            continue
-        fresh = []
-        for sample in record.samples:
-            problem = _malformed(sample, max_seq_len, vocab_size)
-            verdict = judge_staleness(sample.checkpoint_id, current_generation, generation_of,
-                                      max_staleness)
-            reason = problem or ("kept" if verdict.keep else f"dropped_{verdict.reason}")
-            out.counts[f"samples_{reason}"] += 1
-            if reason == "kept":
-                fresh.append(sample)
-                out.lags.append(verdict.lag or 0)
-        if fresh:
-            kept.append((record, fresh))
+    """Samples with advantages for the records that have any trainable sample (chosen by
+    :func:`trainer.consumer.select`, as every reader of rewards chooses them); updates
+    ``baseline``."""
+    chosen = select(records, selection, lineage=lineage, now=now, dedupe=dedupe,
+                    problem=lambda sample: _malformed(sample, max_seq_len, vocab_size))
+    out = PreparedBatch(samples=[], counts=chosen.counts)
+    kept = [(consumed.record, samples) for consumed, samples in chosen.kept
+            if consumed.record is not None]
     advantages = compute_advantages([r.total for r, _ in kept], [r.task_family for r, _ in kept],
                                     baseline, whiten_batch=whiten)
-    for (record, fresh), advantage in zip(kept, advantages, strict=False):
+    for (record, fresh), advantage in zip(kept, advantages, strict=True):
         out.counts["records_trained"] += 1
         out.spec_versions.add(record.spec_version)
         out.orgs.add(record.org_id or "")
         out.reward_sum += record.total
+        out.lags.extend(s.lag or 0 for s in fresh)
         out.samples.extend(
-            TrainSample(tuple(s.prompt_token_ids), tuple(s.completion_token_ids),
-                        tuple(s.behaviour_logprobs), advantage) for s in fresh)
+            TrainSample(tuple(s.row.prompt_token_ids), tuple(s.row.completion_token_ids),
+                        tuple(s.row.behaviour_logprobs), advantage) for s in fresh)
     return out

@@ -12,10 +12,10 @@ from typing import Any
 
 from infra.settings import Settings
 from trainer.config import TrainConfig
+from trainer.consumer import RewardConsumer
 from trainer.cycle import CycleResult, TrainingCycle
 from trainer.distributed import init_distributed
 from trainer.registry_io import JsonlRegistryStore, KafkaRegistryStore, RegistryStore
-from trainer.source import FileSource, KafkaSource
 
 __all__ = ["print_line", "run_training"]
 
@@ -51,10 +51,10 @@ def run_training(config: TrainConfig, *, settings: Settings, records_file: Path 
     for result in results:
         emit({"event": "recovered", "checkpoint": result.checkpoint_id,
               "decision": result.decision})
-    source: FileSource | KafkaSource | None = None
-    if dist.is_main:
-        source = (FileSource(records_file, trainer.positions) if records_file is not None
-                  else KafkaSource(settings, config.group_id, trainer.positions))
+    source: RewardConsumer | None = None
+    if dist.is_main:  # the trainer's own selection runs in its update, after its dedupe
+        source = RewardConsumer(settings, config.group_id, positions=trainer.positions,
+                                records_file=records_file)
     timeout_s = None if config.deterministic else config.batch_timeout_s
     try:
         while max_cycles is None or len(results) < max_cycles:
@@ -65,8 +65,8 @@ def run_training(config: TrainConfig, *, settings: Settings, records_file: Path 
                 if source is not None:  # rank 0 decides, so every rank leaves the loop together
                     done = clock.done()
                     batch = [] if done else source.next_batch(config.batch_records, timeout_s,
-                                                              clock.done)
-                    payload = (done, batch, isinstance(source, FileSource) and source.exhausted())
+                                                              clock.done).records
+                    payload = (done, batch, source.exhausted())
                 decided = dist.broadcast(payload)
                 assert decided is not None  # rank 0 always decides
                 done, batch, exhausted = decided

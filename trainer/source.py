@@ -1,4 +1,5 @@
-"""Sources of reward records: the ``rewards`` topic (kafka-python), or a JSONL file offline.
+"""Sources of reward records: the ``rewards`` topic (kafka-python), or a JSONL file offline
+(read through ``trainer.consumer``, never directly).
 
 A source hands out batches that close at ``count`` records or, when ``timeout_s`` is set,
 ``timeout_s`` after the batch's first record arrived. Positions are the next offset to read per
@@ -10,17 +11,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from infra.settings import Settings
+from schemas.events import GATEWAY_PRODUCER
 from schemas.quarantine import UnusableRecord, decode_record
 from schemas.rewards import RewardRecord, reward_record_key
 from schemas.topics import topic_name
-from trainer.prepare import ConsumedRecord, refusal
 
-__all__ = ["CONSUMER_NAME", "FileSource", "KafkaSource", "parse_record"]
+__all__ = ["CONSUMER_NAME", "ConsumedRecord", "FileSource", "KafkaSource", "parse_record",
+           "refusal"]
 
 CONSUMER_NAME = "trainer"  # how quarantined records name this consumer
+
+
+@dataclass(frozen=True)
+class ConsumedRecord:
+    key: str  # the Kafka record key: trajectory id and spec version
+    record: RewardRecord | None  # None when the value was not a valid RewardRecord, or refused
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    refused: str | None = None  # why a valid record must not be trained on
+
+
+def refusal(record: RewardRecord) -> str | None:
+    """Why the trainer must not learn from ``record``: a completion the gateway did not serve.
+    Behaviour logprobs are the importance ratio's denominator; only the gateway, which sampled
+    the completion, can say what they were (a client could write any)."""
+    for index, sample in enumerate(record.samples):
+        if sample.producer != GATEWAY_PRODUCER:
+            return (f"samples.{index}.producer: completion {sample.completion_id!r} was written "
+                    f"by {sample.producer or 'an unnamed producer'}, not the gateway; its "
+                    "behaviour logprobs cannot be trusted")
+    return None
 
 
 def parse_record(key: bytes | None, value: bytes | None, topic: str, partition: int,

@@ -13,7 +13,7 @@ from infra.settings import Settings
 from schemas.alerts import AlertEvent
 from schemas.quarantine import UnusableRecord, decode_record
 from schemas.rewards import RewardRecord
-from trainer.prepare import ConsumedRecord
+from trainer.source import ConsumedRecord
 
 __all__ = ["CONSUMER_NAME", "AlertFollower", "RewardReader"]
 

@@ -37,6 +37,7 @@ from schemas.ids import uuid7
 from serving.gateway.arms import ArmSplit, assign_arm
 from serving.gateway.auth import AuthError, Gatekeeper, GatewayAuth
 from serving.gateway.backend import BackendClient
+from serving.gateway.capture import captured_text
 from serving.gateway.errors import BackendError, GatewayError
 from serving.gateway.exchange import Exchange, backend_body
 from serving.gateway.follower import follow_checkpoints
@@ -66,6 +67,7 @@ from serving.ingest.keys import ApiKey
 from serving.openai_errors import INVALID_REQUEST, error_body
 from serving.request_body import BODY_ERRORS, json_object, openapi_document
 from serving.sse import sse_data, sse_done
+from serving.textpolicy import TextPolicy
 
 __all__ = ["GatewayConfig", "create_gateway_app"]
 
@@ -90,6 +92,7 @@ class GatewayConfig:
     catch_up_timeout_s: float = 15.0
     max_request_bytes: int = 8 << 20  # a 65,536-token prompt is under 1 MiB of JSON
     limits: RequestLimits = field(default_factory=RequestLimits)
+    text_policy: TextPolicy = field(default_factory=TextPolicy)  # what text events may carry
 
 
 class _Gateway:
@@ -200,6 +203,8 @@ class _Gateway:
                 ttft_ms=((ex.first_token_s or now_s) - ex.started_s) * 1000.0,
                 latency_ms=(now_s - ex.started_s) * 1000.0, finish_reason=finish_reason,
                 now=datetime.now(UTC), org_id=ex.org_id,
+                text=captured_text(self.config.text_policy, ex.org_id, ex.kind, ex.body, ex.acc),
+                tools_offered=[tool.name for tool in ex.tools.tools] if ex.tools else None,
             )
             broken = broken_call_events(meta=ex.meta, arm=ex.arm, target=ex.target,
                                         broken=ex.broken or [], now=datetime.now(UTC),

@@ -62,6 +62,11 @@ def gateway(
                                           "records]."),
     max_completion_tokens: int = typer.Option(None, help="Largest max_tokens a request may ask "
                                               "for [default and most: 8192]."),
+    text_policy: Path = typer.Option(
+        None, exists=True, dir_okay=False, envvar="REWARDSTREAM_TEXT_POLICY_FILE",
+        help="Which orgs' prompt and completion text completion.served carries, and the "
+             "redaction run before it is written (TOML; docs/security.md). Default: every "
+             "org's, unredacted."),
 ) -> None:
     """Serve the OpenAI-compatible model gateway: /v1/chat/completions and /v1/completions
     (SSE streaming) and /v1/models. Each request is assigned a sticky arm, served by that arm's
@@ -93,6 +98,7 @@ def gateway(
     from serving.gateway.request import RequestLimits
     from serving.gateway.sinks import KafkaEventSink, MemoryEventSink
     from serving.prometheus import count_requests, serve_metrics
+    from serving.textpolicy import load_text_policy
 
     if (backend_url is None) == (engine_model is None):
         raise GatewayError("give exactly one of --backend-url and --engine-model")
@@ -112,7 +118,7 @@ def gateway(
         base_path=base_path or (str(engine_model) if engine_model else None),
         model_family=model_family, follow=settings if follow else None,
         default_max_tokens=default_max_tokens, reference_temperature=reference_temperature,
-        limits=limits,
+        limits=limits, text_policy=load_text_policy(text_policy),
     )
     registry = service_registry()
     sink = KafkaEventSink(settings, spool_dir, registry=registry,

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from schemas import bounds as b
+from serving.gateway.capture import message_text
 from serving.gateway.errors import GatewayError
 from serving.gateway.stream import Kind
 from serving.openai_errors import from_validation_errors
@@ -128,15 +129,8 @@ def _prompt_chars(kind: Kind, body: dict[str, Any]) -> int:
     if kind == "completion":
         prompt = body.get("prompt")
         return len(prompt) if isinstance(prompt, str) else 0
-    chars = 0
-    for message in body.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            chars += sum(len(part.get("text") or "") for part in content
-                         if isinstance(part, dict) and isinstance(part.get("text"), str))
-    return chars
+    messages = body.get("messages") or []
+    return sum(len(message_text(m.get("content"))) for m in messages if isinstance(m, dict))
 
 
 def check_limits(kind: Kind, body: dict[str, Any],

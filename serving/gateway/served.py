@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -36,8 +37,10 @@ def completion_served(
     *, meta: RequestMetadata, arm: str, target: Target, completion_id: str,
     sampling: SamplingParams, acc: StreamAccumulator, ttft_ms: float, latency_ms: float,
     finish_reason: FinishReason, now: datetime, org_id: str,
+    text: Mapping[str, Any] | None = None, tools_offered: list[str] | None = None,
 ) -> CompletionServed:
-    """The event, or for a cut-short stream the tokens that do have a logprob."""
+    """The event, or for a cut-short stream the tokens that do have a logprob. ``text``: the
+    text fields the org's policy allows (``capture.captured_text``)."""
     kept = min(len(acc.token_ids), len(acc.logprobs))
     return CompletionServed(
         event_id=uuid7(), trajectory_id=meta.trajectory_id, session_id=meta.session_id,
@@ -50,7 +53,7 @@ def completion_served(
             # (-inf, which backends send as -9999 or lower) is held at the schema's floor
             behaviour_logprobs=[max(min(lp, 0.0), MIN_LOGPROB) for lp in acc.logprobs[:kept]],
             sampling=sampling, ttft_ms=ttft_ms, latency_ms=latency_ms,
-            finish_reason=finish_reason,
+            finish_reason=finish_reason, tools_offered=tools_offered, **(text or {}),
         ),
     )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from serving.ingest.errors import IngestConfigError
 from serving.ingest.keys import KeyRing, KeySource, load_keys, pseudonym_secret
 from serving.ingest.limits import Caps
+from serving.textpolicy import TextPolicy, load_text_policy
 
 __all__ = ["IngestConfig", "load_ingest_config"]
 
@@ -35,6 +36,9 @@ class IngestConfig:
     # The span attribute (e.g. gen_ai.conversation.id) whose value is an OTLP span's
     # trajectory; None: the trace is the trajectory (serving/ingest/otlp_mapping.py).
     otlp_trajectory_attribute: str | None = None
+    # Which orgs' completion.served text is kept, and its redaction (REWARDSTREAM_TEXT_POLICY_FILE,
+    # the gateway's too): a client cannot write text its org turned off.
+    text_policy: TextPolicy = field(default_factory=TextPolicy)
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -85,4 +89,5 @@ def load_ingest_config(env: Mapping[str, str] | None = None) -> IngestConfig:
                                        _MAX_WINDOW_S),
         otlp_trajectory_attribute=env.get(_PREFIX + "OTLP_TRAJECTORY_ATTRIBUTE", "").strip()
         or None,
+        text_policy=load_text_policy(env=env),
     )

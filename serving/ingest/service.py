@@ -89,7 +89,7 @@ class IngestService:
             max_event_bytes=config.caps.max_event_bytes, max_json_depth=config.caps.max_json_depth,
             max_age=timedelta(seconds=config.timestamp_max_age_s),
             max_ahead=timedelta(seconds=config.timestamp_max_ahead_s),
-            max_future=timedelta(seconds=config.max_future_s))
+            max_future=timedelta(seconds=config.max_future_s), text_policy=config.text_policy)
         self._in_flight: dict[tuple[str, int], asyncio.Future[None]] = {}
         self.accepting = False  # until the dedupe window is rebuilt (remember)
         # The same users send event after event; caching their pseudonyms saves an HMAC each.

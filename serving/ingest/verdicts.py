@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -20,9 +20,18 @@ from pydantic import ValidationError
 
 from schemas.bounds import control_character_problem
 from schemas.event_time import DEFAULT_MAX_FUTURE, ReceiptClock
-from schemas.events import Event, dump_event, first_error, parse_event, with_ingest_fields
+from schemas.events import (
+    TEXT_FIELDS,
+    CompletionServed,
+    Event,
+    dump_event,
+    first_error,
+    parse_event,
+    with_ingest_fields,
+)
 from serving.ingest.keys import ApiKey
 from serving.jsonscan import DEFAULT_MAX_DEPTH, check_document
+from serving.textpolicy import TextPolicy
 
 __all__ = [
     "Accepted",
@@ -54,6 +63,7 @@ class EventRules:
     max_age: timedelta = timedelta(days=30)  # occurred_at / sent_at this far before receipt
     max_ahead: timedelta = timedelta(days=1)  # ... and this far after it
     max_future: timedelta = DEFAULT_MAX_FUTURE  # event times later than receipt + this clamp
+    text_policy: TextPolicy = field(default_factory=TextPolicy)  # completion.served's text
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +162,9 @@ def _control_character(event: Event) -> tuple[str, str] | None:
     """(field, why) for the first id or name holding a control character (a NUL in a
     trajectory id would reach reward keys and file names); None when all are printable."""
     named = [(name, getattr(event, name)) for name in _ENVELOPE_IDS]
-    named += [(f"payload.{name}", value) for name, value in event.payload if isinstance(value, str)]
+    # Text (prompts, completions) may hold line breaks; its schema refuses other controls.
+    named += [(f"payload.{name}", value) for name, value in event.payload
+              if isinstance(value, str) and name not in TEXT_FIELDS]
     for name, value in named:
         if (problem := control_character_problem(value)) is not None:
             return name, f"{name}: {problem}"
@@ -192,6 +204,9 @@ def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
             return _rejected(index, raw, "time_out_of_window", *late_or_early,
                              str(event.event_id))
     derived = receipt.clock.derive(occurred_at, sent_at)
+    if isinstance(event, CompletionServed):
+        event = event.model_copy(
+            update={"payload": rules.text_policy.apply(key.org_id, event.payload)})
     stored = with_ingest_fields(
         event, org_id=key.org_id, user=receipt.pseudonym(key.org_id, event.user),
         received_at=receipt.clock.received_at, event_time=derived.event_time,
@@ -202,12 +217,17 @@ def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
 
 def _judge_or_dead_letter(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
     try:
-        return _judge(index, raw, receipt)
+        verdict = _judge(index, raw, receipt)
     except Exception as exc:  # a bug here must cost this event (dead-lettered), not the batch
         log.exception("ingest could not judge event %d", index)
-        return _rejected(index, raw, "unprocessable", None,
-                         f"ingest could not process this event ({type(exc).__name__}); it is "
-                         "kept on the dead-letter topic for replay once fixed")
+        verdict = _rejected(index, raw, "unprocessable", None,
+                            f"ingest could not process this event ({type(exc).__name__}); it "
+                            "is kept on the dead-letter topic for replay once fixed")
+    if isinstance(verdict, Rejected):  # the dead letter keeps no text the org did not allow
+        kept = receipt.rules.text_policy.scrub_raw(receipt.key.org_id, verdict.original)
+        if kept is not verdict.original:
+            verdict = replace(verdict, original=kept)
+    return verdict
 
 
 def judge_events(

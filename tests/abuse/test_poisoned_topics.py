@@ -47,10 +47,11 @@ from tests.support.topic_poison import assert_quarantined, interleave, write
 from tests.support.waits import wait_for
 from trainer.advantages import EmaBaseline
 from trainer.config import load_config
+from trainer.consumer import Lineage, RewardConsumer, Selection, Staleness
 from trainer.cycle import TrainingCycle
-from trainer.prepare import ConsumedRecord, prepare_batch
+from trainer.prepare import prepare_batch
 from trainer.registry_io import JsonlRegistryStore, KafkaRegistryStore
-from trainer.source import KafkaSource
+from trainer.source import ConsumedRecord
 from trainer.synthetic import synthetic_records
 
 pytestmark = [pytest.mark.abuse, pytest.mark.kafka]
@@ -109,18 +110,18 @@ def test_trainer_trains_past_poison(kafka: Settings, tiny_model_dir: Path,
                                                            *sample.completion_token_ids[1:]]})]})
     first = [*records[:8], unknown]
     written = write(kafka, "rewards", interleave(entries(first), reward_poison(records[0])))
-    source = KafkaSource(kafka, "rewardstream-trainer", positions={})
+    source = RewardConsumer(kafka, "rewardstream-trainer")
     cycle = TrainingCycle(load_config(None, model_dir=tiny_model_dir, out_dir=tmp_path / "out",
                                       batch_records=8),
                           JsonlRegistryStore(tmp_path / "registry.jsonl"))
     cycle.start()
     cycle.begin()
     try:
-        batch = source.next_batch(len(written), 5.0, lambda: False)
+        batch = source.next_batch(len(written), 5.0).records
         assert cycle.update(batch) is not None
         assert_quarantined(kafka, "trainer", written)
         write(kafka, "rewards", entries(records[8:]))
-        later = source.next_batch(4, 5.0, lambda: False)
+        later = source.next_batch(4, 5.0).records
         assert cycle.update(later) is not None
     finally:
         source.close()
@@ -130,9 +131,9 @@ def test_trainer_trains_past_poison(kafka: Settings, tiny_model_dir: Path,
     assert [c.record for c in batch + later if c.record is not None] == [*first, *records[8:]]
 
     def prepared(consumed: list[ConsumedRecord]):
-        return prepare_batch(consumed, EmaBaseline(), current_generation=0,
-                             generation_of=lambda _: 0, max_staleness=1, max_seq_len=4096,
-                             vocab_size=len(tokenizer), spec_version=None, whiten=True)
+        return prepare_batch(consumed, EmaBaseline(), selection=Selection(
+                                 staleness=Staleness(1)), lineage=Lineage(0, lambda _: 0),
+                             max_seq_len=4096, vocab_size=len(tokenizer), whiten=True)
 
     poisoned = prepared(batch)
     assert poisoned.samples == prepared([c for c in batch if c.record in records]).samples

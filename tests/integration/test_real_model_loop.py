@@ -50,8 +50,8 @@ from tests.support.service_keys import GATEWAY_KEY, gateway_auth
 from tests.support.streams_log import produce, replay_topic
 from trainer.config import TrainConfig
 from trainer.cycle import TrainingCycle
-from trainer.prepare import ConsumedRecord
 from trainer.registry_io import KafkaRegistryStore
+from trainer.source import ConsumedRecord
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
 TOLERANCE = 1e-4  # float32: KV-cached (and merged) steps vs one unmerged full pass, ~1e-5

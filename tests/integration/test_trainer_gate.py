@@ -16,8 +16,8 @@ from rewardstream.cli import app
 from schemas.rewards import reward_record_key
 from trainer.config import load_config
 from trainer.cycle import TrainingCycle
-from trainer.prepare import ConsumedRecord
 from trainer.registry_io import KafkaRegistryStore
+from trainer.source import ConsumedRecord
 from trainer.synthetic import synthetic_records
 
 pytestmark = pytest.mark.kafka

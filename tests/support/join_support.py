@@ -12,7 +12,7 @@ from pathlib import Path
 
 from quixstreams.state.rocksdb import RocksDBStorePartition
 
-from schemas.rewards import reward_record_key
+from schemas.rewards import RewardRecord, reward_record_key
 from streams.join import DEFAULT_RETENTION_MS, PartitionJoin
 from streams.join_store import JoinStore
 from streams.spec import RewardSpec, load_spec
@@ -70,3 +70,14 @@ def streamed(rows: list[tuple[int, bytes]], path: Path, rng: random.Random, batc
         node.commit()
         first += batch
     return records, sorted(late, key=late.__getitem__), node
+
+
+def unplaced(record: RewardRecord) -> RewardRecord:
+    """``record`` without where on the log its events sat (partition and offsets): what stays
+    equal when the same events are laid out in another order or among other records."""
+    return record.model_copy(update={"partition": None, "samples": [
+        s.model_copy(update={"offset": None}) for s in record.samples]})
+
+
+def unplaced_all(records: list[RewardRecord]) -> list[RewardRecord]:
+    return [unplaced(r) for r in records]

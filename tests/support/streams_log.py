@@ -15,7 +15,7 @@ from infra.settings import Settings
 from schemas.rewards import RewardRecord
 from schemas.topics import topic_name
 from streams.replay import ReplayResult, replay_rows
-from streams.sources import read_records
+from streams.sources import kafka_rows, read_records
 from streams.spec import RewardSpec, load_spec
 from streams.worker import WorkerConfig, build_app
 
@@ -37,8 +37,7 @@ def in_thirds(log: list[tuple[bytes, bytes]]) -> list[list[tuple[bytes, bytes]]]
 
 
 def replay_topic(settings: Settings, spec: RewardSpec) -> ReplayResult:
-    rows = [(r.partition, r.offset, r.value or b"") for r in read_topic(settings, "events.raw")]
-    return replay_rows(rows, spec)
+    return replay_rows(kafka_rows(settings), spec)
 
 
 def wait_for_records(settings: Settings, expected: int, timeout_s: float,

@@ -74,6 +74,11 @@ def test_non_finite_numbers_are_refused(literal: str) -> None:
     ("completion.served", "payload.sampling", {"max_tokens": b.MAX_COMPLETION_TOKENS + 1}),
     ("completion.served", "payload.sampling", {"seed": b.MAX_SEED + 1}),
     ("completion.served", "payload.sampling", {"seed": b.MIN_SEED - 1}),
+    ("completion.served", "payload.prompt_text", "é" * (b.PROMPT_TEXT_MAX_BYTES // 2 + 1)),
+    ("completion.served", "payload.completion_text", "x" * (b.COMPLETION_TEXT_MAX_BYTES + 1)),
+    ("completion.served", "payload.completion_text", "a NUL \x00 in text"),
+    ("completion.served", "payload.tools_offered", ["read"] * (b.MAX_TOOLS_OFFERED + 1)),
+    ("completion.served", "payload.tools_offered", ["not a name"]),
     ("tool.called", "payload.duration_ms", 1e300),
     ("tool.called", "payload.parallel_group", b.MAX_PARALLEL_GROUP + 1),
     ("tool.called", "payload.tool", "x" * (b.TOOL_NAME_MAX_CHARS + 1)),
@@ -141,6 +146,10 @@ def test_the_largest_valid_event_fits_the_event_cap_and_a_broker_record() -> Non
         sampling=SamplingParams(temperature=1 / 3, top_p=1 / 3, top_k=b.TOKEN_ID_BOUND,
                                 max_tokens=b.MAX_COMPLETION_TOKENS, seed=b.MIN_SEED),
         ttft_ms=1 / 3, latency_ms=1 / 3, finish_reason="length",
+        # every byte of text one that JSON escapes (a quote), every tool name at its longest
+        prompt_text='"' * b.PROMPT_TEXT_MAX_BYTES,
+        completion_text="\n" * b.COMPLETION_TEXT_MAX_BYTES, text_truncated=True,
+        tools_offered=["t" * 64] * b.MAX_TOOLS_OFFERED,
     )
     event = CompletionServed(
         event_id=uuid7(), trajectory_id=longest_id, session_id=longest_id,

@@ -7,6 +7,7 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from join_support import unplaced_all
 
 from streams.join import PartitionJoin
 from streams.replay import replay_rows
@@ -30,7 +31,7 @@ def test_poison_at_several_offsets_is_quarantined_and_changes_no_record() -> Non
     for seed in range(3):
         poisoned, kinds = poison_log(LOG, seed)
         result = replay_rows(rows(poisoned), SPEC)
-        assert result.records == clean.records
+        assert unplaced_all(result.records) == unplaced_all(clean.records)
         assert result.late == clean.late
         assert [offset for _, offset, _ in result.quarantined] == sorted(kinds)
         for _, offset, reason in result.quarantined:
@@ -93,6 +94,6 @@ def test_a_record_without_a_value_is_quarantined_as_empty() -> None:
     log.insert(7, (0, 7, None))  # a tombstone: Kafka hands the consumer no bytes at all
     log = [(0, offset, raw) for offset, (_, _, raw) in enumerate(log)]
     result = replay_rows(log, SPEC)
-    assert result.records == replay_rows(rows(LOG), SPEC).records
+    assert unplaced_all(result.records) == unplaced_all(replay_rows(rows(LOG), SPEC).records)
     assert [(offset, reason) for _, offset, reason in result.quarantined] == [
         (7, "(event): the value is empty (a tombstone or a null record)")]

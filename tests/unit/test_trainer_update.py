@@ -20,11 +20,12 @@ from trainer.checkpoint_io import (
     write_checkpoint,
 )
 from trainer.config import load_config
+from trainer.consumer import Lineage, Selection, Staleness
 from trainer.distributed import DistContext
 from trainer.errors import TrainerConfigError
 from trainer.importance import truncated_is_weights
-from trainer.prepare import ConsumedRecord, prepare_batch
-from trainer.source import parse_record
+from trainer.prepare import prepare_batch
+from trainer.source import ConsumedRecord, parse_record
 from trainer.synthetic import synthetic_records
 from trainer.update import PolicyUpdater, make_optimizer
 
@@ -121,8 +122,8 @@ def test_prepare_counts_every_record_and_sample_it_does_not_train() -> None:
                                                strict=True))]
     generations = {"c0": 0, "c1": 1, "c2": 2}
     out = prepare_batch([*consumed, ConsumedRecord("bad", None, "rewards", 0, 5)],
-                        EmaBaseline(0.5), current_generation=2, generation_of=generations.get,
-                        max_staleness=1, max_seq_len=100, vocab_size=60, spec_version=None,
+                        EmaBaseline(0.5), selection=Selection(staleness=Staleness(1)),
+                        lineage=Lineage(2, generations.get), max_seq_len=100, vocab_size=60,
                         whiten=False)
     assert out.counts == {"records": 6, "records_unparseable": 1, "samples_kept": 2,
                           "samples_dropped_stale": 1, "samples_dropped_unknown_checkpoint": 1,
@@ -152,9 +153,10 @@ def test_a_completion_the_gateway_did_not_serve_never_trains_and_other_orgs_are_
                 for offset, r in enumerate([acme, evil, forged])]
     assert consumed[2].record is None and quarantined == [(2, consumed[2].refused)]
     assert "samples.0.producer" in quarantined[0][1] and "not the gateway" in quarantined[0][1]
-    out = prepare_batch(consumed, EmaBaseline(0.5), current_generation=0,
-                        generation_of={"base": 0}.get, max_staleness=1, max_seq_len=100,
-                        vocab_size=60, spec_version=None, whiten=False, orgs=frozenset({"acme"}))
+    out = prepare_batch(consumed, EmaBaseline(0.5),
+                        selection=Selection(frozenset({"acme"}), staleness=Staleness(1)),
+                        lineage=Lineage(0, {"base": 0}.get), max_seq_len=100, vocab_size=60,
+                        whiten=False)
     assert out.counts == {"records": 3, "skipped_other_org": 1, "records_refused": 1,
                           "samples_kept": 1, "records_trained": 1}
     assert out.orgs == {"acme"} and len(out.samples) == 1

@@ -14,12 +14,16 @@ export interface ClarificationAskedPayload {
 export interface CompletionServedPayload {
   behaviour_logprobs: number[];
   completion_id: string;
+  completion_text?: string | null;
   completion_token_ids: number[];
   finish_reason?: "stop" | "length" | "tool_calls" | "content_filter" | "abort" | "error";
   latency_ms: number;
   model: string;
+  prompt_text?: string | null;
   prompt_token_ids: number[];
   sampling?: SamplingParams;
+  text_truncated?: boolean;
+  tools_offered?: string[] | null;
   ttft_ms: number;
 }
 
@@ -470,6 +474,18 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
             "minLength": 1,
             "type": "string"
           },
+          "completion_text": {
+            "anyOf": [
+              {
+                "maxLength": 32768,
+                "type": "string"
+              },
+              {
+                "type": "null"
+              }
+            ],
+            "default": null
+          },
           "completion_token_ids": {
             "items": {
               "exclusiveMaximum": 1048576,
@@ -501,6 +517,18 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
             "minLength": 1,
             "type": "string"
           },
+          "prompt_text": {
+            "anyOf": [
+              {
+                "maxLength": 32768,
+                "type": "string"
+              },
+              {
+                "type": "null"
+              }
+            ],
+            "default": null
+          },
           "prompt_token_ids": {
             "items": {
               "exclusiveMaximum": 1048576,
@@ -519,6 +547,26 @@ export const EVENT_SCHEMAS: Readonly<Record<EventType, JsonSchema>> = {
               "top_k": -1,
               "top_p": 1
             }
+          },
+          "text_truncated": {
+            "default": false,
+            "type": "boolean"
+          },
+          "tools_offered": {
+            "anyOf": [
+              {
+                "items": {
+                  "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                  "type": "string"
+                },
+                "maxItems": 128,
+                "type": "array"
+              },
+              {
+                "type": "null"
+              }
+            ],
+            "default": null
           },
           "ttft_ms": {
             "maximum": 86400000,
