@@ -12,7 +12,6 @@ import zlib
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from tests.support.join_support import Checkpointed, streamed, unplaced, unplaced_all
 from schemas.rewards import reward_record_key, trajectory_key
 from streams.facts import fact_from_json
 from streams.fold import fold_all
@@ -21,7 +20,7 @@ from streams.replay import ReplayResult, of_org, replay_rows
 from streams.reward import reward_record
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
-from tests.support.join_support import Checkpointed, streamed
+from tests.support.join_support import Checkpointed, streamed, unplaced, unplaced_all
 
 SPEC = load_spec()
 # Trajectories 45 s apart on average, so the log spans several horizons of event time.
