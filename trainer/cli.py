@@ -193,7 +193,7 @@ def registry_register(
     external: str | None = typer.Option(None, help="Instead of a directory: the name of a "
                                         "checkpoint served outside the platform (no weights), "
                                         "so alerts and history can name it."),
-    checkpoint_id: str | None = typer.Option(None, help="Its id (default: MODEL-<uuid7>)."),
+    checkpoint_id: str | None = typer.Option(None, help="Its id (default: `MODEL-<uuid7>`)."),
     parent: str | None = typer.Option(None, help="The registry checkpoint it was trained from."),
     manifest: Path | None = typer.Option(None, help="Lineage: the manifest of the export that "
                                          "trained it (recorded with its sha256)."),

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from streams_log import produce
 
 from infra.kafka_auth import client_env
 from infra.settings import Settings
@@ -23,6 +22,7 @@ from streams.simlog import SimConfig, simulate_log
 from streams.sources import kafka_rows
 from streams.spec import load_spec
 from streams.views import samples_view
+from tests.support.streams_log import produce
 
 pytestmark = pytest.mark.kafka
 

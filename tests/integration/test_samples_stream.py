@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
-from streams_log import produce, replay_topic, run_in_process
 
 from infra.kafka_io import make_producer, send
 from infra.settings import Settings
@@ -19,6 +18,7 @@ from schemas.samples import SampleRow, sample_rows
 from schemas.topics import topic_name
 from streams.simlog import SimConfig, simulate_log
 from streams.spec import load_spec
+from tests.support.streams_log import produce, replay_topic, run_in_process
 from trainer.consumer import RewardConsumer, Selection, Staleness
 from trainer.synthetic import synthetic_records
 

@@ -15,8 +15,6 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from ingest_support import ingest_config, running_server
-from streams_log import run_in_process
 
 from infra.kafka_io import make_consumer
 from infra.settings import Settings
@@ -40,7 +38,9 @@ from serving.textpolicy import REDACTED, OrgText, TextPolicy
 from streams.archive import archive_topic
 from streams.export import run_export
 from streams.spec import load_spec
+from tests.support.ingest_support import ingest_config, running_server
 from tests.support.service_keys import gateway_auth, gateway_key
+from tests.support.streams_log import run_in_process
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

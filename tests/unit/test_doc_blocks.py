@@ -4,11 +4,13 @@ they become, and what a run of it reports, on small pages run by a real bash."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from rewardstream.stack.settings import SETTINGS
 from tests.support.doc_blocks import (
     DocBlockError,
     block_outputs,
@@ -151,4 +153,11 @@ def test_the_quickstart_marks_blocks_the_doc_test_can_run() -> None:
     blocks = marked_blocks((ROOT / "docs" / "quickstart.md").read_text(), "quickstart")
     kinds = {block.kind for block in blocks}
     assert kinds == {"run", "file", "output"}
-    assert "INGEST_PORT" in port_variables(blocks)
+    # The ports the page reads with a default are `rewardstream up`'s settings, with up's
+    # defaults: the page's URLs are where up's services listen.
+    read = {name: int(default) for block in blocks if block.kind == "run"
+            for name, default in re.findall(r"\$\{(REWARDSTREAM_[A-Z_]+_PORT):-(\d+)\}",
+                                            block.text)}
+    ports = {s.env: s.default for s in SETTINGS if s.is_port}
+    assert "REWARDSTREAM_INGEST_PORT" in read
+    assert {name: ports.get(name) for name in read} == read

@@ -7,12 +7,12 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from join_support import unplaced_all
 
 from streams.join import PartitionJoin
 from streams.replay import replay_rows
 from streams.simlog import SimConfig, poison_log, simulate_log
 from streams.spec import load_spec
+from tests.support.join_support import unplaced_all
 
 SPEC = load_spec()
 LOG = simulate_log(150, seed=5, config=SimConfig(mean_start_gap_s=45.0))
