@@ -196,11 +196,13 @@ def create_app(config: IngestConfig, settings: Settings) -> FastAPI:
     @app.get("/readyz", summary="Readiness: connected to Kafka (producer started, dedupe window "
              "rebuilt) and the brokers answer", responses={503: {"model": Problem}})
     async def readyz() -> Response:
+        # Not ready is a 503 like any other here: with Retry-After, when to ask again.
         if not service.accepting:
             return _problem(503, "starting: connecting to Kafka and rebuilding the dedupe "
-                            "window from events.raw")
+                            "window from events.raw", config.unavailable_retry_after_s)
         if not watch.up:
-            return _problem(503, f"Kafka does not answer: {watch.reason}")
+            return _problem(503, f"Kafka does not answer: {watch.reason}",
+                            config.unavailable_retry_after_s)
         return Response(json.dumps({"status": "ready"}), media_type="application/json")
 
     serve_metrics(app, metrics.registry)

@@ -133,8 +133,10 @@ def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes
     assert not short  # every completion the gateway served is on the log
     assert all(len(set(values)) == 1 for values in resent.values())  # the same bytes again
     assert all(parse_event(values[0]).producer == GATEWAY_PRODUCER for values in resent.values())
-    assert len(ended) == CYCLES * TRAJECTORIES
+    # Each cycle ran its cohort, and a cycle with a canary more rounds until it was decided.
+    per_cycle = [c["figures"]["trajectories"] for c in cycles]
+    assert len(ended) == sum(per_cycle)
     assert records == {reward_record_key(r.org_id, r.trajectory_id, r.spec_version): r
                        for r in expected.records}
-    assert [c["figures"]["trajectories"] for c in cycles] == [TRAJECTORIES] * CYCLES
+    assert len(per_cycle) == CYCLES and all(n >= TRAJECTORIES for n in per_cycle)
     assert first.stats["counts"]["records"] == TRAJECTORIES  # cycle 1's records, all of them

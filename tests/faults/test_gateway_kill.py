@@ -27,6 +27,7 @@ from tests.support.gateway_process import (
     wait_drained,
 )
 from tests.support.ports import free_port
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
@@ -43,6 +44,9 @@ def test_a_killed_gateway_loses_no_completion_it_answered(
     try:
         with CompletionTraffic(gateway.url, stream=stream) as traffic:
             time.sleep(BEFORE_S)
+            # A loaded machine may take longer than that for the first replies: the kill waits
+            # for some, so that it comes while the gateway serves.
+            wait_for(lambda: len(traffic.ids) >= 3, 120, "completions answered before the kill")
             before_kill = len(traffic.ids)
             gateway.stop(signal.SIGKILL)
             killed_at = time.monotonic()

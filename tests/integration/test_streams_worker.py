@@ -89,6 +89,7 @@ def assert_quarantined_as_replay(settings: Settings, poison: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two worker starts and 90 + 120 s of waits, on a loaded machine
 def test_a_worker_killed_mid_stream_ends_with_the_records_of_a_clean_run(
         kafka: Settings, tmp_path: Path) -> None:
     # The second half of the log is produced only after the kill, so the kill always lands

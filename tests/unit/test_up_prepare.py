@@ -16,8 +16,9 @@ from infra.errors import ConfigError
 from rewardstream.cli import app
 from rewardstream.stack.keys import prepare_keys
 from rewardstream.stack.services import RunDir
-from rewardstream.stack.settings import load_stack_settings
+from rewardstream.stack.settings import SETTINGS, load_stack_settings
 from serving.ingest.keys import KeyRing
+from tests.support.ports import free_port
 
 RUNNER = CliRunner()
 
@@ -35,7 +36,10 @@ def test_up_stops_at_a_taken_port_naming_the_setting(tmp_path: Path, held_port: 
     # A given cluster: no local broker is looked for or started.
     config.write_text(f'[kafka]\nbootstrap_servers = "127.0.0.1:1"\n[console]\nport = '
                       f'{held_port}\n')
-    result = RUNNER.invoke(app, ["up", "--config", str(config)], env={})
+    # Every other port of up's moved to a free one: a default may be held by anything running.
+    others = {s.env: str(free_port()) for s in SETTINGS
+              if s.is_port and not s.key.startswith("kafka.") and s.key != "console.port"}
+    result = RUNNER.invoke(app, ["up", "--config", str(config)], env=others)
     assert isinstance(result.exception, ConfigError), result.output
     assert str(result.exception) == (
         f"port {held_port} (console) is in use by another process: stop it, or move console "
