@@ -138,6 +138,15 @@ class TopicReader:
             out[name] = min(out[name], record.offset)
         return out
 
+    def seek_to_time(self, time_ms: int) -> None:
+        """Each partition from its first record appended (Kafka's record timestamp) at or after
+        ``time_ms``; from its end when it has none."""
+        found = self.consumer.offsets_for_times({tp: max(0, time_ms) for tp in self.partitions})
+        ends = self.consumer.end_offsets(self.partitions)
+        for tp in self.partitions:
+            at = found.get(tp)
+            self.consumer.seek(tp, at.offset if at is not None else ends[tp])
+
     def close(self) -> None:
         self.consumer.close()
 

@@ -63,9 +63,11 @@ PRINCIPALS: tuple[Principal, ...] = (
     # The trainer and its gate; `registry promote|rollback` run as it too.
     Principal("trainer", "train, registry", writes=("checkpoints", "quarantine"),
               reads=("rewards", "checkpoints"), groups=("rewardstream-trainer",)),
-    # Staff actions: acknowledge/silence alerts, promote/roll back checkpoints.
+    # Staff actions: acknowledge/silence alerts, promote/roll back checkpoints; an alert's
+    # sample trajectories are read from events.raw and rewards.
     Principal("console", "serve console", writes=("alerts", "checkpoints", "quarantine"),
-              reads=("alerts", "metrics", "checkpoints", "quarantine")),
+              reads=("alerts", "metrics", "checkpoints", "quarantine", "events.raw",
+                     "rewards")),
 )
 
 

@@ -20,8 +20,10 @@ __all__ = [
     "MetricStat",
     "MetricWindow",
     "WindowScope",
+    "MetricUnit",
     "histogram_quantile",
     "metric_key",
+    "metric_unit",
     "read_window",
     "window_problem",
 ]
@@ -122,6 +124,22 @@ def histogram_quantile(counts: list[int], q: float,
 # How each metric is read: a share of its weight (0..1), a count per unit (>= 0), or a value.
 _RATES = {name for name in METRIC_DESCRIPTIONS if name.endswith("_rate")} | {"on_policy_fraction"}
 _COUNTS = {"kept_edits", "turns", "ingest_events"}
+
+
+MetricUnit = Literal["share", "ms", "log_ms", "count", "value"]
+
+
+def metric_unit(name: str) -> MetricUnit:
+    """How staff read a metric: a ``share`` (a rate, shown in %), milliseconds, the natural log
+    of milliseconds (shown as ms again), a ``count``, or a plain ``value`` (the reward and its
+    components)."""
+    if name in _RATES:
+        return "share"
+    if name.endswith("_ms"):
+        return "ms"
+    if name == "log_latency":
+        return "log_ms"
+    return "count" if name in _COUNTS else "value"
 
 
 def window_problem(window: MetricWindow) -> str | None:

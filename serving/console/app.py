@@ -5,7 +5,9 @@ static files needs a session or a staff key (see ``auth``), and shows only the o
 member is granted (``grants``): what they cannot see, they cannot act on either (it answers as
 if it did not exist). Actions become events: alert actions on ``alerts`` (acknowledged,
 silenced, resolved), a rollback as the registry's rollback events on ``checkpoints``
-(``schemas.checkpoints.rollback``: the same events the CLI and auto-protect write). Every answer
+(``schemas.checkpoints.rollback``: the same events the CLI and auto-protect write), offered only
+for a checkpoint the platform serves. An alert's sample trajectories are read from ``rewards``
+and ``events.raw`` when asked for (``sample_reader``), of the alert's own org only. Every answer
 carries a Content-Security-Policy that allows only the console's own scripts and styles.
 """
 
@@ -16,7 +18,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
@@ -25,11 +27,14 @@ from infra.kafka_health import KAFKA_UNAVAILABLE
 from schemas.alert_lifecycle import AlertState, acknowledge, lift_silence, resolve, silence_alert
 from schemas.checkpoints import Registry, rollback
 from schemas.errors import AlertActionError, RegistryError
-from schemas.metrics import COMPONENT_METRIC_PREFIX
+from schemas.metrics import COMPONENT_METRIC_PREFIX, METRIC_DESCRIPTIONS, metric_unit
 from serving.console.auth import Staff, StaffAuth, client_address
 from serving.console.grants import FLEET
 from serving.console.metrics import console_registry
 from serving.console.page import CONTENT_SECURITY_POLICY, LOGIN_HTML, STATIC_FILES, console_page
+from serving.console.problems import problem_views
+from serving.console.sample_reader import read_samples
+from serving.console.samples import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor
 from serving.console.state import ConsoleState
 from serving.prometheus import count_requests, serve_metrics
 from serving.request_body import validation_message
@@ -155,8 +160,30 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
 
     @app.get("/api/alerts")
     def alerts(staff: Staff = viewer) -> dict[str, Any]:
-        return {"alerts": state.alert_views(staff.grant),
+        """Every alert the staff member sees, and the same as problems: one per condition,
+        its org and fleet alerts grouped (``problems.py``)."""
+        views = state.alert_views(staff.grant)
+        return {"alerts": views, "problems": problem_views(views),
                 "silences": state.silence_views(staff.grant)}
+
+    @app.get("/api/alerts/{fingerprint}/trajectories")
+    def trajectories(fingerprint: str, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+                     cursor: str | None = None, staff: Staff = viewer) -> dict[str, Any]:
+        """Sample trajectories in the alert's window, of its org and checkpoint: their events,
+        reward components and completions, ``limit`` a page; ``cursor`` is a page's ``next``."""
+        try:
+            position = None if cursor is None else decode_cursor(cursor)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        found = state.samples_query(fingerprint, staff.grant, limit)
+        if found is None:
+            raise HTTPException(404, f"fingerprint {fingerprint[:100]!r}: no such alert")
+        query, alert = found
+        page = read_samples(state.settings, query, position)
+        return {"fingerprint": fingerprint, "title": alert.title, "detector": alert.detector,
+                "scope": {"org": query.org, "checkpoint": query.checkpoint, "arm": query.arm},
+                "window": {"since": query.since.isoformat(), "until": query.until.isoformat()},
+                **page}
 
     def alert_act(fingerprint: str, staff: Staff,
                   build: Callable[[AlertState], Any]) -> dict[str, Any]:
@@ -186,7 +213,10 @@ def create_app(state: ConsoleState, auth: StaffAuth, *, follow: bool = True) -> 
 
     @app.get("/api/metrics")
     def metric_names(_: Staff = viewer) -> dict[str, Any]:
-        return {"rewards": list(REWARD_METRICS), "ingest": list(INGEST_METRICS)}
+        """The metrics charted, and how staff read each (``schemas.metrics.metric_unit``)."""
+        return {"rewards": list(REWARD_METRICS), "ingest": list(INGEST_METRICS),
+                "units": {name: metric_unit(name)
+                          for name in (*REWARD_METRICS, *INGEST_METRICS, *METRIC_DESCRIPTIONS)}}
 
     @app.get("/api/series")
     def series(metric: str, scope: str = "rewards", staff: Staff = viewer) -> dict[str, Any]:

@@ -3,7 +3,9 @@ files under ``static/`` served by the app (no CDN, no network), so the Content-S
 allows no inline script or style at all.
 
 ``console.js`` reads the JSON API with the session cookie, re-renders every few seconds, draws
-charts as inline SVG, and sends the session's CSRF token (written into the page) with actions.
+charts as inline SVG, and sends the session's CSRF token (written into the page) with actions;
+``samples.js`` shows an alert's sample trajectories; ``format.js`` writes times (relative, with
+the zone), values in their units and chart ticks for both.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ LOGIN_HTML = f"""{_HEAD}
 <header><h1>rewardstream · monitoring console</h1></header>
 <main><section class="signin">
 <h2>Staff key required</h2>
-<p class="muted">Enter your staff key (`rewardstream keys create --for console`) to open a
-session.</p>
+<p class="muted">Enter your staff key to open a session. An administrator makes one with
+<code>rewardstream keys create --for console --name NAME --org ORG</code>.</p>
 <form id="login"><input id="staff-key" type="password" autocomplete="off" size="32"
  placeholder="staff key" autofocus> <button id="sign-in" type="submit">Sign in</button></form>
 <p class="error" id="login-error"></p>
@@ -46,6 +48,7 @@ _PAGE_HTML = f"""{_HEAD}
 <span>signed in as <b>{{staff}}</b> <span class="muted">({{orgs}})</span>
 <button id="sign-out">Sign out</button></span></header>
 <main>
+<section id="samples" hidden></section>
 <section><h2>Alerts <span class="muted" id="alert-count"></span></h2><div id="alerts"></div>
 <details><summary>Recently resolved</summary><div id="resolved"></div></details></section>
 <section><h2>Canary</h2><div id="canary"></div></section>
@@ -58,6 +61,7 @@ _PAGE_HTML = f"""{_HEAD}
 without them. <code>rewardstream quarantine list</code> shows them with their bytes.</p>
 <div id="quarantine"></div></section>
 </main><div id="toast"></div>
+<script src="/static/format.js"></script><script src="/static/samples.js"></script>
 <script src="/static/console.js"></script></body></html>"""
 
 

@@ -23,13 +23,15 @@ from infra.kafka_io import TopicReader, make_producer, send
 from infra.quarantine import QuarantineSink
 from infra.settings import Settings
 from schemas.alert_lifecycle import AlertRecord, AlertState, apply, silenced_by
-from schemas.alerts import AlertEvent, alert_event_key
+from schemas.alerts import Alert, AlertEvent, alert_event_key
 from schemas.checkpoints import CheckpointEvent, Registry
 from schemas.metrics import MetricStat, MetricWindow, histogram_quantile, read_window
 from schemas.quarantine import Quarantined, UnusableRecord, decode_record, read_quarantined
 from schemas.topics import topic_name
 from serving.console.grants import Grant
+from serving.console.samples import SampleQuery, query_for
 from serving.ingest.keys import ALL
+from streams.monitors.config import MonitorConfig
 
 __all__ = ["CONSUMER_NAME", "ConsoleState"]
 
@@ -98,12 +100,18 @@ class _Series:
         return out
 
 
+def _utc(at: datetime | None) -> str | None:
+    return None if at is None else at.astimezone(UTC).isoformat()
+
+
 def _record_view(record: AlertRecord, state: AlertState, now: datetime) -> dict[str, Any]:
     silence = silenced_by(state, record.alert, now)
     return {
         **record.alert.model_dump(mode="json"), "status": record.status,
-        "started_at": record.started_at.isoformat(), "updated_at": record.updated_at.isoformat(),
-        "resolved_at": record.resolved_at.isoformat() if record.resolved_at else None,
+        "window_end": _utc(record.alert.window_end),
+        "opened_window_end": _utc(record.opened_window_end),
+        "started_at": _utc(record.started_at), "updated_at": _utc(record.updated_at),
+        "resolved_at": _utc(record.resolved_at),
         "acknowledged_by": record.acknowledged_by, "resolved_by": record.resolved_by,
         "duplicates": record.duplicates, "history": record.history,
         "silenced_by": silence.model_dump(mode="json") if silence else None,
@@ -229,14 +237,40 @@ class ConsoleState:
         latest = self.checkpoints.latest.get(checkpoint_id)
         return latest is not None and grant.sees_record(latest.model_dump(mode="json"))
 
+    def rollback_offered(self, checkpoint_id: str, grant: Grant) -> bool:
+        """Roll back is offered for what the platform serves and the staff member may act on."""
+        return self.checkpoints.platform_serves(checkpoint_id) \
+            and self.checkpoint_visible(checkpoint_id, grant)
+
     def alert_views(self, grant: Grant) -> list[dict[str, Any]]:
         now = datetime.now(UTC)
         order = {"firing": 0, "acknowledged": 1, "resolved": 2}
         with self.lock:
-            views = [_record_view(r, self.alerts, now) for r in self.alerts.alerts.values()
+            views = [{**_record_view(r, self.alerts, now), "rollback_offered":
+                      self.rollback_offered(r.alert.labels.get("checkpoint", ""), grant)}
+                     for r in self.alerts.alerts.values()
                      if grant.sees(r.alert.labels.get("org"))]
         return sorted(views, key=lambda v: (order[v["status"]], v["severity"] != "critical",
                                             v["started_at"]))
+
+    def samples_query(self, fingerprint: str, grant: Grant,
+                      limit: int) -> tuple[SampleQuery, Alert] | None:
+        """The query of an alert's sample trajectories, and the alert; None for an alert the
+        staff member may not see, as for one that does not exist."""
+        with self.lock:
+            if not self.alert_visible(fingerprint, grant):
+                return None
+            record = self.alerts.alerts[fingerprint]
+            return query_for(record, self._window_s(), limit), record.alert
+
+    def _window_s(self) -> float:
+        """How long the monitors' windows are: the first folded window says (every window of
+        a deployment is as long); the monitors' default before any is folded."""
+        for series in self.series.values():
+            for partials in series.windows.values():
+                for window in partials.values():
+                    return (window.window_end - window.window_start).total_seconds()
+        return float(MonitorConfig.window_s)
 
     def silence_views(self, grant: Grant) -> list[dict[str, Any]]:
         now = datetime.now(UTC)

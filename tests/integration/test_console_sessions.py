@@ -127,6 +127,7 @@ def test_every_answer_has_a_csp_and_pages_have_no_inline_script_or_style(
         assert "unsafe-inline" not in policy and "frame-ancestors 'none'" in policy
     for html in (login.text, page.text):
         assert "<style" not in html and "style=" not in html
+        assert "`" not in html  # commands are set as <code>, never in backticks
         assert all('src="/static/' in tag for tag in re.findall(r"<script[^>]*>", html))
     assert csrf and csrf in page.text
     assert console.get("/static/console.js").headers["content-type"].startswith(

@@ -9,6 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaConsumer, KafkaProducer
 
+from infra.kafka_io import TopicReader
 from infra.settings import Settings
 from schemas.topics import topic_name
 
@@ -36,6 +37,24 @@ def test_kafka_python_round_trip(kafka: Settings) -> None:
     producer.flush()
     producer.close()
     assert _read_all(kafka, topic, len(sent)) == sent
+
+
+def test_a_reader_starts_at_the_first_record_appended_at_or_after_a_time(
+        kafka: Settings) -> None:
+    topic = topic_name(kafka.topic_prefix, "rewards")
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers, acks="all")
+    base_ms = 1_767_225_600_000  # 2026-01-01 UTC
+    for minute in range(6):  # across partitions, by key
+        producer.send(topic, key=f"k{minute}".encode(), value=str(minute).encode(),
+                      timestamp_ms=base_ms + minute * 60_000)
+    producer.flush()
+    producer.close()
+    with TopicReader(kafka, ["rewards"], client_id="test") as reader:
+        reader.seek_to_time(base_ms + 3 * 60_000)
+        assert sorted(int(r.value) for r in reader.until_end()) == [3, 4, 5]
+    with TopicReader(kafka, ["rewards"], client_id="test") as reader:
+        reader.seek_to_time(base_ms + 7 * 60_000)  # after every record: at the ends
+        assert list(reader.until_end()) == []
 
 
 def test_aiokafka_round_trip(kafka: Settings) -> None:

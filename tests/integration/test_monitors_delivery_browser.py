@@ -151,8 +151,8 @@ def test_alerts_delivered_and_handled_in_the_browser(
                                     "{dataset: {}}).dataset.status || ''")
 
         def click(action: str, fp: str) -> None:
-            browser.evaluate(f"document.querySelector('[data-action={action}][data-fp=\"{fp}\"]')"
-                             ".click(); true")
+            browser.evaluate(f"document.querySelector('[data-action={action}]"
+                             f"[data-problem=\"{fp}\"]').click(); true")
 
         def reaches(fp: str, state: str, what: str) -> None:
             browser.wait_for(f"document.getElementById('alert-{fp}').dataset.status === '{state}'",

@@ -115,6 +115,21 @@ class Browser:
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))
 
+    def screenshot_element(self, selector: str, path: Path) -> None:
+        """The element ``selector`` finds, alone, at the page's scale."""
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+            ".getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, r.width, "
+            "r.height]; })()")
+        clip = dict(zip(("x", "y", "width", "height"), box, strict=True), scale=1)
+        data = self.call("Page.captureScreenshot", format="png", clip=clip,
+                         captureBeyondViewport=True)["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def set_timezone(self, zone: str) -> None:
+        """The page's time zone from now on (an IANA name: "UTC", "Asia/Tokyo")."""
+        self.call("Emulation.setTimezoneOverride", timezoneId=zone)
+
     def close(self) -> None:
         async def shutdown() -> None:
             if self.ws is not None:

@@ -58,6 +58,17 @@ def test_generations_follow_the_lineage() -> None:
     assert judge_staleness("nope", 2, gen, 1).reason == "unknown_checkpoint"
 
 
+def test_the_platform_serves_what_is_in_the_running_and_nothing_it_only_names() -> None:
+    registry = fold([*_history(), _event(5, "c0", "rejected", "rejected")])
+    served = {ckpt: registry.platform_serves(ckpt)
+              for ckpt in ("base", "c1", "c2", "c0", "teamx-agent-2026-01")}
+    # base stays production (next in line); an id the registry never held is served elsewhere
+    assert served == {"base": True, "c1": True, "c2": True, "c0": False,
+                      "teamx-agent-2026-01": False}
+    after = fold([*registry.events, *rollback(registry, "c1", NOW, "ana", "edit rate")])
+    assert not after.platform_serves("c1") and after.platform_serves("base")
+
+
 def test_rejection_and_promotion_carry_state_and_evidence() -> None:
     registry = fold(_history())
     rejected = rejection(registry, "c2", NOW, "gate", {"passed": False})
