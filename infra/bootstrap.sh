@@ -106,7 +106,8 @@ case "$job" in
     fi
     cd "$root"
     # Independent tests run in parallel; the tests of each private broker form one xdist group.
-    python -m pytest -n "${REWARDSTREAM_TEST_WORKERS:-3}" --dist loadgroup "$@"
+    # The 25 slowest tests are listed at the end: where the suite's time goes.
+    python -m pytest -n "${REWARDSTREAM_TEST_WORKERS:-3}" --dist loadgroup --durations 25 "$@"
     ;;
   *)
     echo "usage: bash infra/bootstrap.sh {demo|test|check|env} [ARGS...]" >&2
