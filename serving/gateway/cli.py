@@ -30,7 +30,8 @@ def gateway(
     port: int = typer.Option(DEFAULT_PORTS["gateway"], help="Port to listen on."),
     arms: str = typer.Option("production=1", help="A/B split of non-holdout users: name=weight "
                              "or name:target=weight; targets are production, candidate, canary, "
-                             "base or a checkpoint id. E.g. production=0.9,canary=0.1"),
+                             "base or a checkpoint id. E.g. production=0.9,candidate=0.1 (a "
+                             "canary the release controller starts needs no arm here)"),
     holdout: float = typer.Option(0.0, help="Fraction of users held out on --holdout-target."),
     holdout_target: str = typer.Option("base", help="What the holdout is served by."),
     salt: str = typer.Option("rewardstream", help="Assignment salt; changing it reshuffles "

@@ -1,7 +1,8 @@
-"""The canary's A/B rule: when an A/B says a candidate is non-inferior to production. Pure.
+"""The fixed-size A/B rule: when one A/B table says a candidate is non-inferior. Pure.
 
-A candidate that passed the gate's offline evaluation serves the canary arm beside production;
-its A/B (``abreport``) passes when, in this order:
+``rewardstream ab report --margin`` judges one table (``abreport``) by it; a running canary is
+decided instead by the sequential rule (``streams.release.rule``), which shares its guardrails
+and tolerances. A table passes when, in this order:
 
 1. the split is what was intended: no sample-ratio mismatch (SRM p-value ≥ its alpha); else the
    arms are not comparable and nothing else is read;
@@ -12,14 +13,13 @@ its A/B (``abreport``) passes when, in this order:
    a rate that rises from 0 and so is a difference, past ``guardrail_difference_tolerance``).
    A zero tolerance would let any significant drift veto: a candidate that mends a production
    which made no tool calls at all (and so broke none) was refused for its broken calls while
-   its reward was far better (docs/trainer-and-release.md#the-canary-ab).
+   its reward was far better (docs/trainer-and-release.md#the-sequential-rule).
 
 Latency is reported but not a guardrail by default: the canary's latency is the serving stack's
 as much as the candidate's (on the torch engine two live adapters are each merged into their own
 copy and cost what the base does; a third, during a promotion, is served unmerged and slower;
 vLLM batches adapters its own way), and the monitors' latency detector watches each checkpoint
 once it serves.
-Promotion needs the offline gate AND this rule (``schemas.checkpoints.conclude_canary``).
 """
 
 from __future__ import annotations

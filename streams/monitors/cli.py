@@ -239,7 +239,8 @@ def ab_report(
 ) -> None:
     """Edits kept, dissatisfied follow-ups, latency and broken calls as relative changes, the
     reward as a difference, each with its interval, plus a sample-ratio-mismatch check; with
-    --margin, the canary rule's verdict.
+    --margin, a fixed-size non-inferiority verdict on this one table (a running canary is
+    decided by `rewardstream release run`).
 
     Example: `rewardstream ab report --baseline control --candidate candidate --split 90/10
     --org acme`
