@@ -1,7 +1,7 @@
 """One training cycle, as a Python API: new reward records -> update(s) -> candidate -> gate ->
 promotion or rejection, every step an event in the registry. With ``canary`` set, a candidate
-that passes the gate serves the canary arm instead, and ``conclude_canary`` promotes or rejects
-it on its A/B.
+that passes the gate serves the canary arm instead, and the release controller
+(``rewardstream release run``) promotes or rejects it on its A/B.
 
 ``TrainingCycle.run(records)`` does a whole cycle in-process (the closed-loop demo calls it);
 the ``rewardstream train`` loop drives the same object batch by batch from Kafka. Each cycle
@@ -24,7 +24,6 @@ import torch
 from schemas.checkpoints import (
     CheckpointEvent,
     Registry,
-    conclude_canary,
     enter_canary,
     promotion,
     rejection,
@@ -297,12 +296,3 @@ class TrainingCycle:
         decision, evidence = run_gate(self.store, self.gate, checkpoint_id, directory,
                                       self.config.canary, self.clock())
         return CycleResult(checkpoint_id, decision, directory, evidence, stats)
-
-    def conclude_canary(self, checkpoint_id: str, ab: dict[str, Any]) -> CycleResult:
-        """Promote the canary when its A/B passed (its gate did, to become one), else reject it;
-        ``ab`` is the A/B's evidence, recorded with the gate's on the deciding event."""
-        event = conclude_canary(self.store.read(), checkpoint_id, self.clock(), "canary", ab)
-        self.store.publish([event])
-        decision: Decision = "promoted" if event.status == "production" else "rejected"
-        return CycleResult(checkpoint_id, decision, Path(event.path), event.evidence,
-                           event.stats)
