@@ -72,6 +72,8 @@ def test_the_cluster_killed_mid_cycle_loses_no_completion_and_the_demo_completes
             [sys.executable, str(_CHILD), str(run_dir), *(str(free_port()) for _ in range(3)),
              "--prefix", demo_settings.topic_prefix, "--cycles", str(CYCLES),
              "--trajectories", str(TRAJECTORIES), "--rewards-timeout-s", "240",
+             # A canary decided within a few rounds: the outage, not the rule, is under test.
+             "--canary-max-trajectories", str(3 * TRAJECTORIES),
              "--emitted-ids", str(tmp_path / "emitted.txt")],
             env=local_broker_env(cluster), stdout=out, stderr=subprocess.STDOUT, text=True)
     try:

@@ -48,6 +48,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--trajectories", type=int, default=4)
     parser.add_argument("--rewards-timeout-s", type=float, default=45.0)
     parser.add_argument("--emitted-ids", type=Path)
+    parser.add_argument("--canary-max-trajectories", type=int,
+                        default=DemoConfig.canary_max_trajectories)
     args = parser.parse_args(argv)
     if args.emitted_ids is not None:
         _record_taken_ids(args.emitted_ids)
@@ -55,7 +57,8 @@ def main(argv: list[str]) -> None:
     config = DemoConfig(run_dir=args.run_dir, cycles=args.cycles, trajectories=args.trajectories,
                         concurrency=2, eval_per_family=1, sft=QUICK_SFT, ingest_port=ingest,
                         gateway_port=gateway, console_port=console,
-                        rewards_timeout_s=args.rewards_timeout_s)
+                        rewards_timeout_s=args.rewards_timeout_s,
+                        canary_max_trajectories=args.canary_max_trajectories)
     run_demo(config, args.prefix, Console(width=160, force_terminal=False))
 
 
