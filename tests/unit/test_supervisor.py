@@ -5,6 +5,7 @@ is given up on and fails the check."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -54,8 +55,9 @@ def test_a_killed_service_is_started_again_and_its_log_says_so(tmp_path: Path) -
         assert states["worker"].pid == now["worker"].pid
     finally:
         services.stop_all(grace_s=2)
-    assert f"exited with {-signal.SIGKILL} after 0 s; restart 1 of 5 in 0.1 s" in (
-        tmp_path / "logs" / "worker.log").read_text()
+    # How long it ran before the kill depends on the machine's load: any whole number of seconds.
+    assert re.search(rf"exited with {-signal.SIGKILL} after \d+ s; restart 1 of 5 in 0\.1 s",
+                     (tmp_path / "logs" / "worker.log").read_text())
     assert services.running == []
 
 
