@@ -8,10 +8,11 @@ tasks, new users and sampling seeds) until the controller decides, or the canary
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CycleRunner", "train_config"]
 
+T = TypeVar("T")
 _CHECK_EVERY = 16  # trajectories between two looks at the registry while a canary runs
 
 
@@ -110,22 +112,29 @@ class CycleRunner:
 
     def _started(self, canary: CheckpointEvent) -> None:
         """Wait until the release controller started the gated checkpoint's canary."""
-        deadline = time.monotonic() + 60.0
-        while self.training.store.read().get(canary.checkpoint_id).canary is None:
+        self._await_controller(
+            lambda: self.training.store.read().get(canary.checkpoint_id).canary, 60.0,
+            f"did not start the canary of {canary.checkpoint_id} within 60 s")
+
+    def _await_controller(self, outcome: Callable[[], T | None], timeout_s: float,
+                          failure: str) -> T:
+        """``outcome()`` once it is not None, the services checked alive while it is awaited;
+        ServiceError naming the controller's log past ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while (value := outcome()) is None:
             self.services.check_alive()
             if time.monotonic() > deadline:
-                raise ServiceError(f"the release controller did not start the canary of "
-                                   f"{canary.checkpoint_id} within 60 s; see "
+                raise ServiceError(f"the release controller {failure}; see "
                                    f"{self.services.log_dir / 'release.log'}")
             time.sleep(0.5)
+        return value
 
     def _until_decided(self, cycle: int, canary: str, sent: int) -> tuple[list, CheckpointEvent]:
         """More rounds while the canary runs and its budget lasts, then its decision."""
-        checks = iter(range(1 << 62))
+        checks = itertools.count(1)
 
         def decided() -> bool:  # every _CHECK_EVERY trajectories: reading the registry costs
-            return next(checks) % _CHECK_EVERY == _CHECK_EVERY - 1 and \
-                self._decision(canary) is not None
+            return next(checks) % _CHECK_EVERY == 0 and self._decision(canary) is not None
 
         more, draw = [], 1
         while self._decision(canary) is None and sent < self.config.canary_max_trajectories:
@@ -133,14 +142,9 @@ class CycleRunner:
             more += round_records
             sent += len(round_records)
             draw += 1
-        deadline = time.monotonic() + self.config.decision_timeout_s
-        while (decision := self._decision(canary)) is None:
-            self.services.check_alive()
-            if time.monotonic() > deadline:
-                raise ServiceError(f"the release controller has not decided {canary} after "
-                                   f"{sent} trajectories; see "
-                                   f"{self.services.log_dir / 'release.log'}")
-            time.sleep(0.5)
+        decision = self._await_controller(
+            lambda: self._decision(canary), self.config.decision_timeout_s,
+            f"has not decided {canary} after {sent} trajectories")
         return more, decision
 
     def _show(self, row: CanaryRow) -> None:
