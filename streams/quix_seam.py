@@ -9,7 +9,10 @@ needs are outside Quix's documented API:
   restore the partition itself, ``StateStoreManager.get_store(..).partitions``, is read in key
   ranges with ``RocksDBStorePartition.iter_items``);
 * its outputs go through the application's producer (``InternalProducer.produce``), the one the
-  checkpoint flushes before it commits the offsets.
+  checkpoint flushes before it commits the offsets;
+* the worker tells two failures apart by exception classes Quix does not export at its top
+  level: a broker that does not answer (``KafkaBrokerUnavailableError``) and a topic the node it
+  asked has not learnt of yet (``TopicNotFoundError``).
 
 :class:`QuixState` reaches them from a dataframe's ``processing_context``;
 :class:`StateTransaction` and :class:`StateDatabase` say what :mod:`streams.join_store` needs
@@ -25,17 +28,21 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from quixstreams.dataframe import StreamingDataFrame
+from quixstreams.kafka.exceptions import KafkaBrokerUnavailableError
 from quixstreams.models import HeadersTuples
+from quixstreams.models.topics.exceptions import TopicNotFoundError
 from quixstreams.processing import ProcessingContext
 from quixstreams.sinks import BaseSink
 from quixstreams.state.rocksdb import RocksDBStorePartition
 
-__all__ = ["KafkaHeaders", "QuixState", "RecordHeaders", "Sink", "StateDatabase",
-           "StateTransaction"]
+__all__ = ["BrokerUnavailable", "KafkaHeaders", "QuixState", "RecordHeaders", "Sink",
+           "StateDatabase", "StateTransaction", "TopicNotSeen"]
 
 Sink = BaseSink  # what Quix hands each processed record (``add``) and each checkpoint (``flush``)
 RecordHeaders = HeadersTuples  # a consumed record's headers, as ``Sink.add`` receives them
 KafkaHeaders = list[tuple[str, bytes]]  # a produced message's headers
+BrokerUnavailable = KafkaBrokerUnavailableError  # the application's start found no broker
+TopicNotSeen = TopicNotFoundError  # a topic the node asked does not know (yet)
 
 
 class StateTransaction(Protocol):

@@ -37,7 +37,7 @@ from infra.settings import Settings
 from schemas.topics import REWARD_RECORD_MAX_BYTES, topic_name
 from streams.join import DEFAULT_RETENTION_MS, require_retention
 from streams.join_shell import CONSUMER_NAME, JoinShell, WorkerTotals
-from streams.quix_seam import QuixState
+from streams.quix_seam import BrokerUnavailable, QuixState, TopicNotSeen
 from streams.spec import RewardSpec
 
 __all__ = [
@@ -116,14 +116,12 @@ def _register_store(sdf: Any, timeout_s: float = _CHANGELOG_VISIBLE_S) -> None:
     made it (sooner on an idle machine), and Quix then says it was not found: the read is
     repeated until the topic is seen. Nothing is registered before the read, so a repeat is
     safe; creating it again finds it exists."""
-    from quixstreams.models.topics.exceptions import TopicNotFoundError
-
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             sdf.register_store()
             return
-        except TopicNotFoundError as exc:
+        except TopicNotSeen as exc:
             if time.monotonic() > deadline:
                 raise BrokerError(f"{exc} {timeout_s:.0f} s after it was created") from exc
             log.info("%s yet; reading it again", exc)
@@ -206,8 +204,6 @@ def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
     """Run until SIGINT/SIGTERM, or until a checkpoint fails (then exit with
     EXIT_BATCH_FAILED). Started while no broker answers, it waits for one; its /readyz says
     not ready until it runs and while the brokers do not answer."""
-    from quixstreams.kafka.exceptions import KafkaBrokerUnavailableError
-
     from infra.health_http import HealthServer, service_registry
     from infra.kafka_health import BrokerWatch, wait_for_broker
     from streams.join_metrics import JoinCollector
@@ -233,7 +229,7 @@ def run_worker(config: WorkerConfig, loglevel: str = "info") -> None:
     running.set()
     try:
         app.run()
-    except KafkaBrokerUnavailableError as exc:
+    except BrokerUnavailable as exc:
         shell.totals.failure = f"{type(exc).__name__}: {exc}"
         log.critical("reward join stopped: no broker answered it for %.0f s, and the Kafka "
                      "clients are made again only by a new start; it waits for a broker and "

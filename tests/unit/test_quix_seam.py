@@ -8,6 +8,7 @@ A failure here after upgrading quixstreams names what changed; mend ``streams/qu
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 from pathlib import Path
@@ -26,7 +27,7 @@ from quixstreams.state.rocksdb import RocksDBStorePartition
 from quixstreams.state.rocksdb.transaction import RocksDBPartitionTransaction
 
 from streams.join_shell import JoinShell
-from streams.quix_seam import StateDatabase, StateTransaction
+from streams.quix_seam import BrokerUnavailable, StateDatabase, StateTransaction, TopicNotSeen
 
 _SEAM = "streams/quix_seam.py"
 
@@ -103,6 +104,21 @@ def test_the_store_partitions_transactions_are_the_ones_the_join_store_is_given(
         _changed("RocksDBStorePartition.begin()", f"now makes {made!r}")
     assert issubclass(RocksDBPartitionTransaction, PartitionTransaction), \
         _changed("RocksDBPartitionTransaction", "is no longer a PartitionTransaction")
+
+
+# (the failure the worker tells apart, the Quix module that must still raise it)
+RAISED: list[tuple[type[Exception], str]] = [
+    (BrokerUnavailable, "quixstreams.kafka.consumer"),
+    (TopicNotSeen, "quixstreams.models.topics.manager"),
+]
+
+
+@pytest.mark.parametrize(("failure", "module"), RAISED, ids=[f.__name__ for f, _ in RAISED])
+def test_the_failures_the_worker_tells_apart_are_still_raised_by_quix(
+        failure: type[Exception], module: str) -> None:
+    source = inspect.getsource(importlib.import_module(module))
+    assert f"raise {failure.__name__}(" in source, \
+        _changed(module, f"no longer raises {failure.__name__}")
 
 
 def test_the_join_shell_still_implements_every_abstract_method_of_the_sink() -> None:
