@@ -127,4 +127,8 @@ def test_only_503_with_retry_after_under_fuzzing_while_the_broker_is_down(
             broker.start(outage_broker)
     report_figures(_table(counts, "fuzzing ingest, broker down"))
     assert (valid.status_code, valid.headers.get("retry-after")) == (503, str(RETRY_AFTER_S))
+    # The batch was handed to the producer, which keeps trying: the words must not say it was
+    # lost (it may land once the broker is back), and must say how a resend is answered.
+    detail = valid.json()["detail"]
+    assert "may still be written" in detail and "answered as duplicates" in detail, detail
     assert sum(counts.values()) >= 40
