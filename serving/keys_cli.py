@@ -103,7 +103,8 @@ def _read_entries(path: Path) -> list[dict[str, Any]]:
 
 def _write_entries(path: Path, entries: list[dict[str, Any]]) -> None:
     """Replace the file at once (readers see the old or the new list, never half of one),
-    readable by its owner only."""
+    readable by its owner only. A missing directory is made, as ``write_private`` makes one."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
     try:
         with os.fdopen(fd, "w") as out:

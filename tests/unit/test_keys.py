@@ -175,6 +175,13 @@ def test_create_list_and_revoke_a_key_file(tmp_path: Path) -> None:
     assert "no key named 'acme-gateway'" in str(missing.exception)
 
 
+def test_create_makes_the_key_files_directory(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "ingest_keys.json"  # as compose's secrets name it, made fresh
+    key = _key(_invoke("create", "--for", "ingest", "--org", "acme", "--file", str(path)))
+    assert KeyRing.from_json(path.read_text(), str(path)).lookup(key) is not None
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+
+
 def test_the_positional_key_file_of_before_still_works_with_a_note(tmp_path: Path) -> None:
     path = tmp_path / "keys.json"
     _invoke("create", "--for", "ingest", "--org", "acme", "--file", str(path))
