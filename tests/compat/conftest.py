@@ -1,23 +1,21 @@
 """The compatibility suite's stack, shared by the whole suite to keep it short: one gateway on
-the torch engine serving the agent model (``agent_model.py``), one ingest taking the agents'
-spans, the official OpenAI instrumentation exporting to it, on the suite's own topics."""
+the torch engine serving the agent model (``tests/support/compat_agent_model.py``), one ingest
+taking the agents' spans, the official OpenAI instrumentation exporting to it, on the suite's
+own topics. Its helpers live in ``tests/support/compat_*.py``; only fixtures are here."""
 
 from __future__ import annotations
 
 import hashlib
 import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from infra.kafka_io import read_topic
 from infra.settings import Settings, cache_dir
 from infra.topics import create_topics
 from serving.engine.cli import build_engine_app
@@ -25,32 +23,11 @@ from serving.gateway.app import GatewayConfig, create_gateway_app
 from serving.gateway.backend import BackendClient
 from serving.gateway.sinks import KafkaEventSink
 from serving.local_server import serve_in_thread
-from tests.compat import agent_model
-from tests.compat.agent_runs import AgentTracing, instrumented
+from tests.support import compat_agent_model as agent_model
+from tests.support.compat_agent_runs import instrumented
+from tests.support.compat_stack import CompatStack
 from tests.support.ingest_support import TEST_KEY, running_server
 from tests.support.service_keys import GATEWAY_KEY, gateway_auth, gateway_key
-
-
-@dataclass
-class CompatStack:
-    settings: Settings
-    gateway_url: str  # the OpenAI base URL: .../v1
-    ingest_url: str
-    tracing: AgentTracing
-
-    def events(self, trajectory_id: str, expected: int,
-               timeout_s: float = 60.0) -> list[dict[str, Any]]:
-        """The events of one trajectory on ``events.raw``, once ``expected`` are there (or the
-        time is up: the caller's assertion says what is missing)."""
-        import json
-
-        deadline = time.monotonic() + timeout_s
-        while True:
-            found = [json.loads(r.value) for r in read_topic(self.settings, "events.raw")]
-            mine = [e for e in found if e["trajectory_id"] == trajectory_id]
-            if len(mine) >= expected or time.monotonic() > deadline:
-                return mine
-            time.sleep(0.5)
 
 
 def _client_prompts() -> list[str]:

@@ -12,9 +12,9 @@ import pytest
 
 from rewardstream_telemetry import Telemetry, Trajectory
 from streams.spec import load_spec
-from tests.compat.agent_model import ANSWER, TASK, TOOLS, run_tool
-from tests.compat.agent_runs import AGENT_USER
-from tests.compat.conftest import CompatStack
+from tests.support.compat_agent_model import ANSWER, TASK, TOOLS, run_tool
+from tests.support.compat_agent_runs import AGENT_USER
+from tests.support.compat_stack import CompatStack
 from tests.support.ingest_support import TEST_KEY
 from tests.support.service_keys import GATEWAY_KEY
 from tests.support.streams_log import replay_topic

@@ -16,9 +16,9 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from tests.compat.agent_model import ANSWER, TASK, get_time, get_weather
-from tests.compat.conftest import CompatStack
-from tests.compat.expectations import check_run
+from tests.support.compat_agent_model import ANSWER, TASK, get_time, get_weather
+from tests.support.compat_expectations import check_run
+from tests.support.compat_stack import CompatStack
 from tests.support.service_keys import GATEWAY_KEY
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]

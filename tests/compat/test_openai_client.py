@@ -6,9 +6,9 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.compat.agent_model import ANSWER, TASK, TOOLS, run_tool
-from tests.compat.conftest import CompatStack
-from tests.compat.expectations import check_run
+from tests.support.compat_agent_model import ANSWER, TASK, TOOLS, run_tool
+from tests.support.compat_expectations import check_run
+from tests.support.compat_stack import CompatStack
 from tests.support.service_keys import GATEWAY_KEY
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -15,9 +15,9 @@ import openai
 import pytest
 from opentelemetry.trace import Tracer
 
-from tests.compat.agent_model import TASK, TIME, TOOLS
-from tests.compat.agent_runs import Wire
-from tests.compat.conftest import CompatStack
+from tests.support.compat_agent_model import TASK, TIME, TOOLS
+from tests.support.compat_agent_runs import Wire
+from tests.support.compat_stack import CompatStack
 from tests.support.service_keys import GATEWAY_KEY
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from smolagents import CodeAgent, OpenAIServerModel, ToolCallingAgent, tool
 
-from tests.compat.agent_model import (
+from tests.support.compat_agent_model import (
     CODE_ANSWER,
     CODE_TASK,
     FINAL_ANSWER,
@@ -18,8 +18,8 @@ from tests.compat.agent_model import (
     get_time,
     get_weather,
 )
-from tests.compat.conftest import CompatStack
-from tests.compat.expectations import check_run
+from tests.support.compat_expectations import check_run
+from tests.support.compat_stack import CompatStack
 from tests.support.service_keys import GATEWAY_KEY
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -9,44 +9,27 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
-from kafka import KafkaProducer
 
 from infra.kafka_io import read_topic
 from infra.models import build_random_adapter, load_policy, teacher_forced_logprobs
 from infra.settings import Settings
-from schemas.checkpoints import CheckpointEvent
 from schemas.events import CompletionServed, ToolCalled, parse_event
-from schemas.topics import topic_name
 from serving.engine.cli import build_engine_app
 from serving.gateway.app import GatewayConfig, create_gateway_app
 from serving.gateway.backend import BackendClient
 from serving.gateway.sinks import KafkaEventSink
 from serving.local_server import serve_in_thread
+from tests.support.gateway_checkpoints import promote
 from tests.support.service_keys import GATEWAY_KEY, gateway_auth, pseudonym
 from tests.support.tool_model import TOOLS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 TOLERANCE = 1e-4  # float32 on CPU: KV-cached steps vs one full pass agree to ~1e-6
-
-
-def promote(settings: Settings, sequence: int, checkpoint_id: str, path: Path,
-            status: str = "production") -> None:
-    event = CheckpointEvent(
-        event_id=f"e{sequence}", sequence=sequence, occurred_at=datetime.now(UTC),
-        kind="promoted" if status == "production" else "rolled_back", status=status,
-        checkpoint_id=checkpoint_id, model="tiny", path=str(path), adapter=True,
-    )
-    producer = KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all")
-    producer.send(topic_name(settings.topic_prefix, "checkpoints"), key=checkpoint_id.encode(),
-                  value=event.model_dump_json().encode())
-    producer.flush()
-    producer.close()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from serving.gateway.backend import BackendClient
 from serving.gateway.sinks import MemoryEventSink
 from serving.local_server import serve_in_thread
 from serving.sse import parse_sse_lines
-from tests.integration.test_gateway_openai import promote
+from tests.support.gateway_checkpoints import promote
 from tests.support.service_keys import GATEWAY_HEADERS, gateway_auth, pseudonym
 from tests.support.waits import wait_for
 

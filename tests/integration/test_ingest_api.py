@@ -15,6 +15,7 @@ from infra.settings import Settings
 from schemas.events import EventAdapter
 from serving.ingest.limits import Caps
 from tests.support.ingest_support import EDIT_ONLY_KEY, ingest_config, read_topic, running_server
+from tests.support.metrics import metric
 
 pytestmark = pytest.mark.kafka
 
@@ -118,10 +119,10 @@ def test_health_metrics_and_openapi(kafka: Settings) -> None:
         server.post(b"\n".join(_events(1)))
         assert httpx.get(f"{server.url}/livez").status_code == 200
         assert httpx.get(f"{server.url}/readyz").status_code == 200
-        metrics = httpx.get(f"{server.url}/metrics").text
+        accepted = metric(server.url, "rewardstream_ingest_events_accepted_total")
+        answered = metric(server.url, "rewardstream_ingest_requests_total", status="200")
         document = httpx.get(f"{server.url}/openapi.json").json()
-    assert "rewardstream_ingest_events_accepted_total 9.0" in metrics
-    assert 'rewardstream_ingest_requests_total{status="200"} 1.0' in metrics
+    assert (accepted, answered) == (9.0, 1.0)
     operation = document["paths"]["/v1/events"]["post"]
     assert {"200", "207", "400", "401", "403", "413", "429", "503"} <= set(operation["responses"])
     assert "application/x-ndjson" in operation["requestBody"]["content"]

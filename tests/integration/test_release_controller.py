@@ -17,9 +17,8 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,11 +41,12 @@ from serving.local_server import serve_in_thread
 from streams.release.plan import canary_evidence
 from streams.release.service import read_fold
 from tests.support.service_keys import GATEWAY_HEADERS, gateway_auth
+from tests.support.waits import wait_for
 from trainer.registry_io import KafkaRegistryStore
 from trainer.synthetic import synthetic_records
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
-DEADLINE_S = 120.0
+DEADLINE_S, POLL_S = 120.0, 0.3
 
 
 def _cli(settings: Settings, *args: str, **kwargs: object) -> subprocess.Popen[str]:
@@ -59,14 +59,6 @@ def _run(settings: Settings, *args: str) -> str:
     output, _ = process.communicate(timeout=600)
     assert process.returncode == 0, output
     return output
-
-
-def _wait(condition: Callable[[], object], what: str) -> object:
-    deadline = time.monotonic() + DEADLINE_S
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"no {what} within {DEADLINE_S:g} s"
-        time.sleep(0.3)
-    return found
 
 
 class Traffic:
@@ -163,9 +155,11 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
     log = tmp_path / "controller.log"
     first = _controller(kafka, log)
     try:
-        _wait(lambda: _canary_served(traffic, trained.checkpoint_id), "canary traffic")
-        _wait(lambda: any(e.kind == "canary_look"
-                          for e in _history(store, trained.checkpoint_id)), "interim look")
+        wait_for(lambda: _canary_served(traffic, trained.checkpoint_id), DEADLINE_S,
+                 "canary traffic", POLL_S)
+        wait_for(lambda: any(e.kind == "canary_look"
+                             for e in _history(store, trained.checkpoint_id)), DEADLINE_S,
+                 "interim look", POLL_S)
         looked = [e for e in _history(store, trained.checkpoint_id) if e.kind == "canary_look"]
         seen_before_kill = looked[-1].evidence["ab"]["n_candidate"]
     finally:
@@ -174,8 +168,9 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
     traffic.users(20, 1.0)  # while no controller runs
     second = _controller(kafka, log)
     try:
-        decided = _wait(lambda: traffic.users(10, 1.0) and _decided(store, trained.checkpoint_id),
-                        "decision on the trained candidate")
+        decided = wait_for(
+            lambda: traffic.users(10, 1.0) and _decided(store, trained.checkpoint_id),
+            DEADLINE_S, "decision on the trained candidate", POLL_S)
         assert isinstance(decided, CheckpointEvent)
         assert (decided.kind, decided.status, decided.actor) == ("promoted", "production",
                                                                   "release")
@@ -198,9 +193,10 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
                       "--checkpoint-id", "trl-run-1", "--manifest", str(manifest),
                       "--gate-margin", "1.0")
         assert "gate: canary" in output, output
-        _wait(lambda: _canary_served(traffic, "trl-run-1"), "the registered adapter's canary")
-        rejected = _wait(lambda: traffic.users(10, -1.0) and _decided(store, "trl-run-1"),
-                         "decision on the registered adapter")
+        wait_for(lambda: _canary_served(traffic, "trl-run-1"), DEADLINE_S,
+                 "the registered adapter's canary", POLL_S)
+        rejected = wait_for(lambda: traffic.users(10, -1.0) and _decided(store, "trl-run-1"),
+                            DEADLINE_S, "decision on the registered adapter", POLL_S)
         assert isinstance(rejected, CheckpointEvent)
         assert (rejected.kind, rejected.status) == ("rejected", "rejected")
         assert rejected.evidence["ab"]["decision"] == "reject"
@@ -209,7 +205,8 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
         assert [e.kind for e in _history(store, "trl-run-1")][:3] == [
             "created", "evaluated", "canary_started"]
         assert store.read().production(model).checkpoint_id == trained.checkpoint_id
-        _wait(lambda: not traffic.users(4, 0.0).get(("canary", "trl-run-1")), "canary ended")
+        wait_for(lambda: not traffic.users(4, 0.0).get(("canary", "trl-run-1")), DEADLINE_S,
+                 "canary ended", POLL_S)
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(timeout=30) == 0, log.read_text()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
 
@@ -22,20 +21,12 @@ from infra.settings import Settings
 from rewardstream_telemetry import Telemetry, Trajectory
 from schemas.events import parse_event
 from streams.sources import read_records
-from tests.support.brokers import private_broker
 from tests.support.up_stack import UpStack, start_up
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 DOWN_S = 180.0
 _POLL_S = 10.0
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[Settings]:
-    """A broker of this test's alone: it is killed."""
-    with private_broker(tmp_path / "kafka", 1, "a Kafka broker") as settings:
-        yield settings
 
 
 class _Producer(threading.Thread):
@@ -65,10 +56,10 @@ class _Producer(threading.Thread):
             self.trajectories.append(traj.trajectory_id)
 
 
-def _outage(stack: UpStack, own_broker: Settings) -> dict[str, set[str]]:
+def _outage(stack: UpStack, outage_broker: Settings) -> dict[str, set[str]]:
     """Kill the broker for DOWN_S; what each service's status and readiness said meanwhile."""
     seen: dict[str, set[str]] = {}
-    broker.stop(own_broker, sig=signal.SIGKILL)
+    broker.stop(outage_broker, sig=signal.SIGKILL)
     killed = time.monotonic()
     while time.monotonic() - killed < DOWN_S:
         time.sleep(_POLL_S)
@@ -77,7 +68,7 @@ def _outage(stack: UpStack, own_broker: Settings) -> dict[str, set[str]]:
             ready = state["ready"][row["name"]]
             seen.setdefault(row["name"], set()).add(
                 f"{row['state']}, {'ready' if ready is None else 'not ready'}")
-    broker.start(own_broker)
+    broker.start(outage_broker)
     return seen
 
 
@@ -91,8 +82,8 @@ def _wait_for_rewards(settings: Settings, trajectories: set[str], timeout_s: flo
 
 @pytest.mark.timeout(1200)
 def test_every_service_rides_out_a_three_minute_broker_outage_and_nothing_is_lost(
-        own_broker: Settings, tmp_path: Path) -> None:
-    stack = start_up(tmp_path / "deployment", own_broker)
+        outage_broker: Settings, tmp_path: Path) -> None:
+    stack = start_up(tmp_path / "deployment", outage_broker)
     key = (stack.directory / "run" / "keys" / "ingest.key").read_text().strip()
     telemetry = Telemetry(f"http://127.0.0.1:{stack.port('ingest.port')}", key,
                           queue_dir=tmp_path / "sdk-queue")
@@ -100,13 +91,13 @@ def test_every_service_rides_out_a_three_minute_broker_outage_and_nothing_is_los
     try:
         producer.start()
         time.sleep(20)  # traffic flows before the outage
-        seen = _outage(stack, own_broker)
+        seen = _outage(stack, outage_broker)
         back_s = stack.wait_ready(300)
         producer.halt.set()
         producer.join()
         delivered = telemetry.flush(timeout_s=180)
         stats = telemetry.stats()
-        missing = _wait_for_rewards(own_broker, set(producer.trajectories), 240)
+        missing = _wait_for_rewards(outage_broker, set(producer.trajectories), 240)
         final = stack.status()
     finally:
         producer.halt.set()
@@ -131,8 +122,8 @@ def test_every_service_rides_out_a_three_minute_broker_outage_and_nothing_is_los
         assert said <= {"running, not ready", "restarting, not ready"} or name == "worker", \
             (name, said)
     assert delivered and stats.queued == 0 and stats.lost == 0, stats
-    on_log = {parse_event(record.value).event_id for record in read_topic(own_broker,
-                                                                          "events.raw")}
+    on_log = {parse_event(record.value).event_id
+              for record in read_topic(outage_broker, "events.raw")}
     assert producer.event_ids <= on_log, f"{len(producer.event_ids - on_log)} events lost"
     assert not missing, f"{len(missing)} of {len(producer.trajectories)} trajectories have no " \
         "reward record"

@@ -198,7 +198,7 @@ def test_the_docs_state_every_bound_with_the_same_number() -> None:
     settings |= {f"_{f.name.upper()}": f.default for f in fields(IngestConfig)
                  if f.name.startswith("timestamp_")}
     named: set[str] = set()
-    for _, bound, names in rows:
+    for _, bound, names, *_ in rows:
         for name in re.findall(r"`([^`]+)`", names):
             if name == "allow_inf_nan=False":
                 continue

@@ -8,14 +8,13 @@ import os
 import re
 import signal
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from infra.errors import ServiceError
 from infra.supervisor import Supervisor
+from tests.support.waits import wait_for
 
 _SLEEPER = "import time; time.sleep(120)"
 _FAILING = "raise SystemExit(70)"
@@ -29,13 +28,6 @@ def _python(tmp_path: Path, restarts: list[tuple[str, int, int]],
                       command=(sys.executable, "-c"), pause_s=pause_s)
 
 
-def _until(condition: Callable[[], object], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 def test_a_killed_service_is_started_again_and_its_log_says_so(tmp_path: Path) -> None:
     restarts: list[tuple[str, int, int]] = []
     services = _python(tmp_path, restarts)
@@ -44,7 +36,7 @@ def test_a_killed_service_is_started_again_and_its_log_says_so(tmp_path: Path) -
         services.start("console", _SLEEPER)
         services.supervise(interval_s=0.05)
         first.process.send_signal(signal.SIGKILL)
-        _until(lambda: restarts)
+        wait_for(lambda: restarts, 30, "the restart", 0.05)
         services.check_alive()  # the restarted service runs: nothing to raise
         now = {s.name: s.process for s in services.running}
         assert now["worker"].pid != first.process.pid and now["worker"].poll() is None
@@ -69,7 +61,8 @@ def test_a_service_that_keeps_exiting_waits_longer_each_time(tmp_path: Path) -> 
         services.supervise(interval_s=0.02)
         log_file = tmp_path / "logs" / "worker.log"
         # The fourth restart's line: the pause is logged as the service waits for it.
-        _until(lambda: log_file.exists() and "restart 4 in" in log_file.read_text())
+        wait_for(lambda: log_file.exists() and "restart 4 in" in log_file.read_text(), 30,
+                 "the fourth restart in the log", 0.05)
     finally:
         services.stop_all(grace_s=2)
     log = log_file.read_text()
@@ -86,7 +79,7 @@ def test_with_a_bound_a_service_that_keeps_exiting_is_given_up_on(tmp_path: Path
     try:
         services.start("worker", _FAILING)
         services.supervise(interval_s=0.05)
-        _until(lambda: services.states()[0].state == "given up")
+        wait_for(lambda: services.states()[0].state == "given up", 30, "giving up", 0.05)
         with pytest.raises(ServiceError, match="worker exited with 70 after 2 restarts"):
             services.check_alive()
     finally:

@@ -11,8 +11,8 @@ from typing import Any
 
 from openai.types.chat import ChatCompletion
 
-from tests.compat.agent_runs import AGENT_USER, AgentRun
-from tests.compat.conftest import CompatStack
+from tests.support.compat_agent_runs import AGENT_USER, AgentRun
+from tests.support.compat_stack import CompatStack
 from tests.support.service_keys import pseudonym
 
 __all__ = ["DOCS", "check_run", "documented_features"]

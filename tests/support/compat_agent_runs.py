@@ -140,7 +140,7 @@ def instrumented(ingest_url: str, ingest_key: str,
     """The official OpenAI instrumentation on a provider exporting to ``ingest_url``, for the
     duration; ``environment``: the instrumentation's settings (the latest conventions with
     message content on spans by default)."""
-    from tests.compat.instrumentation import openai_instrumentor
+    from tests.support.compat_instrumentation import openai_instrumentor
 
     previous = {name: os.environ.get(name) for name in LATEST_CONVENTIONS}
     os.environ.update(LATEST_CONVENTIONS if environment is None else environment)
