@@ -62,9 +62,12 @@ def _kto(model_dir: Path, export_dir: Path, out_dir: Path, cache: Path) -> list[
     from trl import KTOConfig, KTOTrainer
 
     rows = datasets.load_dataset(str(export_dir), split="train", cache_dir=str(cache))
-    desirable = rows.filter(lambda row: row["label"]).select(range(2))
-    undesirable = rows.filter(lambda row: not row["label"]).select(range(2))
-    train = datasets.interleave_datasets([desirable, undesirable])
+    desirable = rows.filter(lambda row: row["label"])
+    undesirable = rows.filter(lambda row: not row["label"])
+    assert desirable.num_rows >= 2 and undesirable.num_rows >= 2, rows["label"]
+    train = datasets.interleave_datasets([desirable.select(range(2)),
+                                          undesirable.select(range(2))])
+    assert train["label"] == [True, False, True, False]
     args = KTOConfig(output_dir=str(out_dir), max_steps=STEPS, per_device_train_batch_size=4,
                      learning_rate=1e-3, lr_scheduler_type="constant", max_length=64,
                      logging_steps=1, save_strategy="no", report_to="none", bf16=False,
