@@ -5,15 +5,11 @@ columns; times resolve to the offsets the manifest names."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from infra.kafka_auth import client_env
 from infra.settings import Settings
 from schemas.samples import sample_rows
 from streams.export import parse_bound, run_export
@@ -22,6 +18,7 @@ from streams.simlog import SimConfig, simulate_log
 from streams.sources import kafka_rows
 from streams.spec import load_spec
 from streams.views import samples_view
+from tests.support.exports import cli_export
 from tests.support.streams_log import produce
 
 pytestmark = pytest.mark.kafka
@@ -46,24 +43,14 @@ COLUMNS = {
 }
 
 
-def _cli_export(settings: Settings, out: Path, *options: str) -> dict:
-    command = [str(Path(sys.executable).with_name("rewardstream")), "export", "--org", ORG,
-               "--out", str(out), *options]
-    done = subprocess.run(command, env={**os.environ, **client_env(settings)},
-                          capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
-    assert f"rows of org {ORG}" in done.stdout
-    return json.loads((out / "manifest.json").read_text())
-
-
 @pytest.mark.slow
 def test_two_exports_of_a_range_are_the_same_bytes_and_equal_the_replay(
         kafka: Settings, tmp_path: Path) -> None:
     produce(kafka, LOG[:500])
     produce(kafka, LOG[500:])  # records after the range: never in it
-    first = _cli_export(kafka, tmp_path / "a", "--to", "0:500", "--format", "jsonl")
-    second = _cli_export(kafka, tmp_path / "b", "--from", "0:0", "--to", "0:500", "--format",
-                         "jsonl")
+    first = cli_export(kafka, ORG, tmp_path / "a", "--to", "0:500", "--format", "jsonl")
+    second = cli_export(kafka, ORG, tmp_path / "b", "--from", "0:0", "--to", "0:500", "--format",
+                        "jsonl")
     assert first == second and first["source"]["partitions"] == {"0": {"from": 0, "to": 500}}
     for name in ("train.jsonl", "manifest.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
