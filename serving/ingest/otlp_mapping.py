@@ -25,7 +25,8 @@ Which span becomes which event:
   call: an agent makes many. ``outcome`` is that attribute, else ``error`` for an ERROR status
   and ``completed`` otherwise; ``turns`` and ``task_family`` are
   ``rewardstream.trajectory.turns`` (else 0: spans of one trace may arrive in different
-  exports, so they cannot be counted) and ``rewardstream.trajectory.task_family``.
+  exports, so they cannot be counted) and ``rewardstream.trajectory.task_family`` (else the
+  schema's ``default``).
 
 The envelope, read from the span's attributes, then its resource's: ``trajectory_id`` is the
 trace id (32 hex digits, the form the gateway gives a request's ``traceparent``) or the

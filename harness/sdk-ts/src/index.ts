@@ -11,7 +11,9 @@ export { isUuid7, uuid7, uuid7TimeMs } from "./ids.js";
 export { type MemoryState, MemoryStorage } from "./memoryStorage.js";
 export { type QueueStorage } from "./storage.js";
 export {
+  type SpanContextLike,
   type TraceTrajectoryFields,
   type Trajectory,
+  trajectoryFromSpanContext,
   trajectoryFromTraceparent,
 } from "./trajectory.js";

@@ -23,6 +23,36 @@ export interface TraceTrajectoryFields {
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 
 /**
+ * What an OpenTelemetry span context carries that names its trace: the shape of
+ * `trace.getActiveSpan()?.spanContext()` in `@opentelemetry/api` (which this SDK does not
+ * depend on), so the one may be passed as the other.
+ */
+export interface SpanContextLike {
+  /** 32 hex digits, not all zero. */
+  readonly traceId: string;
+  /** 16 hex digits, not all zero, when given. */
+  readonly spanId?: string;
+  readonly traceFlags?: number;
+}
+
+const TRACE_ID = /^[0-9a-f]{32}$/i;
+const SPAN_ID = /^[0-9a-f]{16}$/i;
+const ALL_ZERO = /^0+$/;
+
+/** The trajectory named by a trace id, as the whole platform names it. */
+function trajectoryOfTrace(traceId: string, fields: TraceTrajectoryFields): Trajectory {
+  // The trace id's 32 lower-case hex digits (schemas/tracecontext.py, trajectory_id_of_trace).
+  const trajectoryId = traceId.toLowerCase();
+  return {
+    trajectory_id: trajectoryId,
+    session_id: fields.session_id ?? trajectoryId,
+    user: fields.user,
+    checkpoint_id: fields.checkpoint_id,
+    arm: fields.arm ?? "default",
+  };
+}
+
+/**
  * The trajectory of a W3C trace, from a `traceparent` header (an OpenTelemetry context's, or
  * the one the agent's request carried): the same id the gateway gives the requests of that
  * trace and OTLP ingest gives its spans (the trace id's 32 lower-case hex digits), so an
@@ -39,16 +69,44 @@ export function trajectoryFromTraceparent(
     match !== null &&
     version !== "ff" &&
     !(version === "00" && rest !== undefined) &&
-    !/^0+$/.test(traceId ?? "") &&
-    !/^0+$/.test(parentId ?? "");
+    !ALL_ZERO.test(traceId ?? "") &&
+    !ALL_ZERO.test(parentId ?? "");
   if (!valid || traceId === undefined) {
     throw new TypeError(`not a W3C traceparent: ${traceparent.slice(0, 80)}`);
   }
-  return {
-    trajectory_id: traceId,
-    session_id: fields.session_id ?? traceId,
-    user: fields.user,
-    checkpoint_id: fields.checkpoint_id,
-    arm: fields.arm ?? "default",
-  };
+  return trajectoryOfTrace(traceId, fields);
+}
+
+/**
+ * The trajectory of the OpenTelemetry trace a span belongs to, from its span context:
+ * `trajectoryFromSpanContext(trace.getActiveSpan()?.spanContext(), { user, checkpoint_id })`
+ * inside the agent's span names the trajectory as `trajectoryFromTraceparent` does for the same
+ * trace, and as the gateway and OTLP ingest do. Throws a TypeError when there is no span
+ * context (no active span) or it is not valid: a trace id that is not 32 hex digits or is all
+ * zero (the context OpenTelemetry gives when no SDK is registered), or a span id that is not 16
+ * hex digits or is all zero.
+ */
+export function trajectoryFromSpanContext(
+  spanContext: SpanContextLike | undefined | null,
+  fields: TraceTrajectoryFields,
+): Trajectory {
+  if (spanContext === undefined || spanContext === null) {
+    throw new TypeError(
+      "no span context: call this inside the agent's span (trace.getActiveSpan() is " +
+        "undefined when there is none), or use trajectoryFromTraceparent",
+    );
+  }
+  const { traceId, spanId } = spanContext;
+  if (typeof traceId !== "string" || !TRACE_ID.test(traceId) || ALL_ZERO.test(traceId)) {
+    throw new TypeError(
+      `not a valid OpenTelemetry trace id (32 hex digits, not all zero): ` +
+        `${String(traceId).slice(0, 80)}; is an OpenTelemetry SDK registered and a span active?`,
+    );
+  }
+  if (spanId !== undefined && (!SPAN_ID.test(spanId) || ALL_ZERO.test(spanId))) {
+    throw new TypeError(
+      `not a valid OpenTelemetry span id (16 hex digits, not all zero): ${spanId.slice(0, 80)}`,
+    );
+  }
+  return trajectoryOfTrace(traceId, fields);
 }
