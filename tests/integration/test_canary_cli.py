@@ -2,7 +2,8 @@
 broker: candidates registered with `registry register` (peft adapters over the tiny model) and
 passed by the gate, one canary started for one org, shown, fed reward records for both arms
 (as the reward worker writes them), concluded by the rule; another started and aborted, a third
-concluded before any evidence; and the errors a user meets, each one line.
+concluded before any evidence, and a full model (which warns); and the errors a user meets,
+each one line.
 
 No controller runs here: every decision is the command's own (test_release_controller.py runs
 the controller and the gateway)."""
@@ -143,3 +144,17 @@ def test_canary_commands_start_show_conclude_and_abort(
     assert rejected.evidence["ab"]["reason"].startswith(
         "concluded by hand before the rule promoted: no trajectories")
     assert store.read().production("tiny").checkpoint_id == "cand-a"
+
+    # A full model (the tiny model's own directory): it starts, warning that only a gateway
+    # whose --base-path is that directory gives it users.
+    output = run_cli(kafka, "registry", "register", str(tiny_model_dir), "--model", "tiny",
+                     "--checkpoint-id", "full-1", "--offsets", "rewards:0=0-10", "--no-gate")
+    assert "full-1 registered as a candidate: full model" in output, output
+    store.publish([enter_canary(store.read(), "full-1", datetime.now(UTC), "gate",
+                                {"passed": True})])
+    started = run_cli(kafka, "canary", "start", "full-1")
+    assert started.startswith("canary_started full-1"), started
+    assert ("warning: full-1 is a full model, not a peft adapter: a gateway serves it only "
+            f"when its --base-path is {tiny_model_dir.resolve()}") in started, started
+    run_cli(kafka, "canary", "abort", "full-1", "--reason", "no gateway serves it")
+    assert store.read().get("full-1").kind == "aborted"
