@@ -22,7 +22,7 @@ from infra.models import build_random_adapter
 from infra.settings import Settings
 from schemas.checkpoints import CheckpointEvent, enter_canary
 from tests.support.gateway_checkpoints import promote
-from tests.support.release import RewardWriter, cli, run_cli
+from tests.support.release import RewardWriter, cli, export_manifest, run_cli
 from trainer.registry_io import KafkaRegistryStore
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -47,8 +47,7 @@ def _history(store: KafkaRegistryStore, checkpoint_id: str) -> list[CheckpointEv
 def _register_and_pass_gate(settings: Settings, store: KafkaRegistryStore, base: Path,
                             work: Path, checkpoint_id: str, seed: int) -> None:
     adapter = build_random_adapter(base, work / checkpoint_id, seed=seed)
-    manifest = work / "manifest.json"
-    manifest.write_text(json.dumps({"rows": 120, "source": "export"}))
+    manifest = export_manifest(work / "export")
     output = run_cli(settings, "registry", "register", str(adapter), "--model", "tiny",
                      "--checkpoint-id", checkpoint_id, "--manifest", str(manifest),
                      "--no-gate")

@@ -11,7 +11,6 @@ and arm the gateway served it with: its task's difficulty, noise, and the canary
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -33,7 +32,7 @@ from serving.gateway.sinks import MemoryEventSink
 from serving.local_server import serve_in_thread
 from streams.release.plan import canary_evidence
 from streams.release.service import read_fold
-from tests.support.release import RewardWriter, cli, run_cli
+from tests.support.release import RewardWriter, cli, export_manifest, run_cli
 from tests.support.service_keys import GATEWAY_HEADERS, gateway_auth
 from tests.support.waits import wait_for
 from trainer.registry_io import KafkaRegistryStore
@@ -153,8 +152,7 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
         assert canary_evidence(fold, running, decided.occurred_at)[1]["decision"] == "promote"
 
         adapter = build_random_adapter(tiny_model_dir, tmp_path / "trl-out", seed=9)
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(json.dumps({"rows": 120, "source": "export"}))
+        manifest = export_manifest(tmp_path / "export")
         output = run_cli(kafka, "registry", "register", str(adapter), "--model", model,
                       "--checkpoint-id", "trl-run-1", "--manifest", str(manifest),
                       "--gate-margin", "1.0")

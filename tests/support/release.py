@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from kafka import KafkaProducer
 
@@ -16,13 +17,25 @@ from infra.settings import Settings
 from schemas.rewards import RewardRecord, Sample, reward_record_key
 from schemas.topics import topic_name
 
-__all__ = ["RewardWriter", "cli", "run_cli"]
+__all__ = ["RewardWriter", "cli", "export_manifest", "run_cli"]
 
 
 def cli(settings: Settings, *args: str, **kwargs: object) -> subprocess.Popen[str]:
     """`rewardstream ARGS...` as a child process on ``settings``' brokers and topic prefix."""
     return subprocess.Popen([sys.executable, "-m", "rewardstream", *args], text=True,
                             env={**os.environ, **client_env(settings)}, **kwargs)  # type: ignore[call-overload]
+
+
+def export_manifest(out_dir: Path) -> Path:
+    """The manifest.json of an (empty) export written as `rewardstream export` writes one: what
+    `registry register --manifest` takes as lineage."""
+    from streams.export import MANIFEST_FILE, ExportRange, write_export
+    from streams.spec import load_spec
+
+    write_export(out_dir, [], view="samples", file_format="jsonl", org_id="org-test",
+                 spec=load_spec(), topic="events.raw", span=ExportRange({0: 0}, {0: 120}),
+                 counts={"rows": 0})
+    return out_dir / MANIFEST_FILE
 
 
 def run_cli(settings: Settings, *args: str) -> str:
