@@ -27,6 +27,7 @@ from typing import Any
 
 from infra.settings import Settings
 from schemas.bounds import org_id_problem
+from schemas.exports import MANIFEST_FORMAT, manifest_id
 from schemas.samples import SampleRow, sample_rows
 from schemas.topics import topic_name
 from streams.errors import ExportError
@@ -41,7 +42,6 @@ __all__ = ["FORMATS", "MANIFEST_FILE", "MANIFEST_FORMAT", "Bound", "ExportRange"
 
 FORMATS = ("jsonl", "parquet")
 MANIFEST_FILE = "manifest.json"
-MANIFEST_FORMAT = "rewardstream.export/1"
 # train.<format>: the split name datasets.load_dataset(directory) finds the file by.
 _DATA_STEM = "train"
 _VIEWS = {"samples": samples_view, "preferences": preference_view, "binary": binary_view}
@@ -177,15 +177,11 @@ def write_export(out_dir: Path, rows: list[dict[str, Any]], *, view: str, file_f
         "files": [{"path": name, "rows": len(rows), "bytes": len(data),
                    "sha256": hashlib.sha256(data).hexdigest()}],
     }
-    manifest["export_id"] = hashlib.sha256(_canonical(manifest)).hexdigest()
+    manifest["export_id"] = manifest_id(manifest)
     _write(out_dir / name, data)
     _write(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, sort_keys=True).encode()
            + b"\n")
     return manifest
-
-
-def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 def run_export(settings: Settings, *, org_id: str, out_dir: Path, start: Bound, stop: Bound,

@@ -4,8 +4,8 @@ A Hugging Face causal LM directory (``config.json`` and its weights) or a peft L
 directory (``adapter_config.json`` naming a local base model, and the adapter's weights)
 becomes a ``created`` candidate, exactly like one the trainer wrote, and then meets the same
 gate and canary. What trained it must be said: the Kafka offsets it consumed
-(``rewards:0=100-2500``) or the manifest of an export, recorded by its path and content hash,
-so the registry can later tell which data a deployed model saw.
+(``rewards:0=100-2500``) or the manifest of an export (checked to be one), recorded by its path
+and content hash, so the registry can later tell which data a deployed model saw.
 
 The gateway serves candidates as LoRA adapters over its base model: a full model can be gated
 but serves only where the gateway's backend is that model (``--base-path``).
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from schemas.checkpoints import CheckpointEvent, DataManifest, Registry
 from schemas.errors import RegistryError
+from schemas.exports import manifest_problem
 from schemas.ids import uuid7
 
 __all__ = ["DirectoryKind", "inspect_directory", "parse_offsets", "read_manifest",
@@ -82,11 +83,16 @@ def parse_offsets(items: list[str]) -> dict[str, list[int]]:
 
 
 def read_manifest(path: Path) -> DataManifest:
-    """The export manifest by content: its path, sha256 and size."""
+    """The export manifest by content: its path, sha256 and size; RegistryError naming the
+    problem when the file is not an export's manifest (``schemas.exports``)."""
     try:
         content = path.read_bytes()
     except OSError as exc:
         raise RegistryError(f"--manifest {path}: cannot be read ({exc.strerror})") from None
+    problem = manifest_problem(content)
+    if problem is not None:
+        raise RegistryError(f"--manifest {path}: {problem}; give the manifest.json an export "
+                            "wrote, unchanged")
     return DataManifest(path=str(path.resolve()), sha256=hashlib.sha256(content).hexdigest(),
                         bytes=len(content))
 

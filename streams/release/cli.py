@@ -140,7 +140,8 @@ def canary_start(
     actor: str | None = typer.Option(None, help="Who acts (default: the login name)."),
 ) -> None:
     """Start the canary of a checkpoint that passed the gate (status canary): the gateway gives
-    it the share of users; the release controller decides it by the rule given here.
+    it the share of users; the release controller decides it by the rule given here. A full
+    model (not an adapter) gets users only from a gateway whose --base-path is its directory.
 
     Example: rewardstream canary start tiny-0196... --share 0.05 --org acme"""
     from schemas.errors import RegistryError
@@ -160,6 +161,11 @@ def canary_start(
     started = start_canary(registry, checkpoint_id, now, actor or getpass.getuser(), spec)
     publish(settings, [started])
     typer.echo(_describe(started))
+    if not started.adapter:
+        typer.echo(f"warning: {checkpoint_id} is a full model, not a peft adapter: a gateway "
+                   f"serves it only when its --base-path is {started.path}; any other gives "
+                   "this canary no users, and it is rejected at its maximum (`canary abort` "
+                   "it to free the slot)", err=True)
 
 
 @canary_app.command("status")

@@ -11,28 +11,20 @@ and arm the gateway served it with: its task's difficulty, noise, and the canary
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
-from kafka import KafkaProducer
 from transformers import AutoTokenizer
 
-from infra.kafka_auth import client_env
 from infra.models import build_random_adapter
 from infra.settings import Settings
 from schemas.checkpoints import CheckpointEvent
-from schemas.rewards import RewardRecord, Sample, reward_record_key
-from schemas.topics import topic_name
 from serving.engine.cli import build_engine_app
 from serving.gateway.app import GatewayConfig, create_gateway_app
 from serving.gateway.backend import BackendClient
@@ -40,6 +32,7 @@ from serving.gateway.sinks import MemoryEventSink
 from serving.local_server import serve_in_thread
 from streams.release.plan import canary_evidence
 from streams.release.service import read_fold
+from tests.support.release import RewardWriter, cli, export_manifest, run_cli
 from tests.support.service_keys import GATEWAY_HEADERS, gateway_auth
 from tests.support.waits import wait_for
 from trainer.registry_io import KafkaRegistryStore
@@ -49,40 +42,12 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(900)]
 DEADLINE_S, POLL_S = 120.0, 0.3
 
 
-def _cli(settings: Settings, *args: str, **kwargs: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "rewardstream", *args], text=True,
-                            env={**os.environ, **client_env(settings)}, **kwargs)  # type: ignore[call-overload]
-
-
-def _run(settings: Settings, *args: str) -> str:
-    process = _cli(settings, *args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    output, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, output
-    return output
-
-
-class Traffic:
+class Traffic(RewardWriter):
     """Users through the gateway; each one's reward record on `rewards`."""
 
     def __init__(self, settings: Settings, gateway_url: str) -> None:
-        self.settings, self.url = settings, gateway_url
-        self.producer = KafkaProducer(bootstrap_servers=settings.bootstrap_servers, acks="all")
-        self.rng, self.sent = random.Random(5), 0
-
-    def record(self, checkpoint: str, arm: str, reward: float, task: int) -> None:
-        self.sent += 1
-        now = datetime.now(UTC)
-        sample = Sample(completion_id=f"c{self.sent}", checkpoint_id=checkpoint,
-                        prompt_token_ids=[1, 7, task], completion_token_ids=[3],
-                        behaviour_logprobs=[-0.5])
-        record = RewardRecord(
-            trajectory_id=f"t{self.sent}", spec_version="v", checkpoint_id=checkpoint, arm=arm,
-            org_id="org-test", outcome="completed", ended_at=now, finalized_by="complete",
-            finalized_at=now, samples=[sample], components={"x": reward}, total=reward,
-            signals={"edits_accepted": 1.0, "kept_fraction": 1.0}, event_ids=[])
-        self.producer.send(topic_name(self.settings.topic_prefix, "rewards"),
-                           key=reward_record_key(record.org_id, record.trajectory_id, "v"),
-                           value=record.model_dump_json().encode())
+        super().__init__(settings)
+        self.url, self.rng = gateway_url, random.Random(5)
 
     def users(self, count: int, canary_effect: float) -> Counter[tuple[str, str]]:
         served: Counter[tuple[str, str]] = Counter()
@@ -97,7 +62,7 @@ class Traffic:
                 reward += canary_effect
             served[(reply["arm"], reply["checkpoint_id"])] += 1
             self.record(reply["checkpoint_id"], reply["arm"], reward, task)
-        self.producer.flush()
+        self.flush()
         return served
 
 
@@ -122,7 +87,7 @@ def gateway(kafka: Settings, tiny_model_dir: Path) -> Iterator[str]:
 
 
 def _controller(settings: Settings, log: Path) -> subprocess.Popen[str]:
-    return _cli(settings, "release", "run", "--share", "0.5", "--margin", "0.15",
+    return cli(settings, "release", "run", "--share", "0.5", "--margin", "0.15",
                 "--min-per-arm", "20", "--max-trajectories", "2000", "--lookback-hours", "1",
                 "--look-interval-s", "0.2", stdout=subprocess.DEVNULL,
                 stderr=log.open("a"))
@@ -142,7 +107,7 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
                                for r in synthetic_records(tokenizer, 16, seed=3)))
     settings_file = tmp_path / "train.toml"
     settings_file.write_text("gate_margin = 1.0\ngate_resamples = 200\n")
-    _run(kafka, "train", "--config", str(settings_file), "--model-dir", str(tiny_model_dir),
+    run_cli(kafka, "train", "--config", str(settings_file), "--model-dir", str(tiny_model_dir),
          "--out-dir", str(tmp_path / "ckpt"), "--records", str(records), "--lora", "--canary",
          "--batch-records", "8", "--steps-per-cycle", "2", "--deterministic", "--lr", "1e-3")
     registry = store.read()
@@ -187,9 +152,8 @@ def test_trained_and_registered_checkpoints_go_through_the_controller_which_resu
         assert canary_evidence(fold, running, decided.occurred_at)[1]["decision"] == "promote"
 
         adapter = build_random_adapter(tiny_model_dir, tmp_path / "trl-out", seed=9)
-        manifest = tmp_path / "manifest.json"
-        manifest.write_text(json.dumps({"rows": 120, "source": "export"}))
-        output = _run(kafka, "registry", "register", str(adapter), "--model", model,
+        manifest = export_manifest(tmp_path / "export")
+        output = run_cli(kafka, "registry", "register", str(adapter), "--model", model,
                       "--checkpoint-id", "trl-run-1", "--manifest", str(manifest),
                       "--gate-margin", "1.0")
         assert "gate: canary" in output, output

@@ -172,3 +172,31 @@ def test_an_external_checkpoint_is_named_but_never_served_or_rolled_back() -> No
         external_registration(registry, "base", "m", T0, "ops")
     with pytest.raises(RegistryError, match="control"):
         external_registration(registry, "bad\x00name", "m", T0, "ops")
+
+
+def test_a_full_model_canary_starts_and_waits_for_traffic_until_its_maximum() -> None:
+    """The registry cannot tell whether the gateway can serve a full model (only one at the
+    gateway's own --base-path), so the controller starts its canary like an adapter's; where
+    the gateway cannot serve it, only production's arm collects, the canary waits (holding its
+    model's canary slot) and is rejected at its maximum. docs/trainer-and-release.md says so."""
+    fold = ReleaseFold()
+    fold.add_checkpoint(_event(1, "base", "production", "promoted"))
+    full = _event(2, "c1", "candidate", "created").model_copy(update={"adapter": False})
+    fold.add_checkpoint(full)
+    fold.add_checkpoint(enter_canary(fold.registry, "c1", T0, "gate", {"passed": True}))
+    [start] = plan(fold, T0, CONFIG)
+    assert (start.kind, start.checkpoint_id, start.adapter) == ("canary_started", "c1", False)
+    fold.add_checkpoint(start)
+    for i in range(100):  # production's users only: the gateway gives no one the canary arm
+        fold.add_reward(_record(i, "base", "production", 1.0, T0 + timedelta(seconds=i), i % 40))
+    [look] = plan(fold, T0 + timedelta(minutes=5), CONFIG)
+    assert look.kind == "canary_look" and look.evidence["ab"]["decision"] == "continue"
+    assert look.evidence["ab"]["reason"] == "no trajectories from the canary arm yet"
+    fold.add_checkpoint(look)
+    fold.add_checkpoint(_event(fold.registry.next_sequence, "c2", "candidate", "created"))
+    fold.add_checkpoint(enter_canary(fold.registry, "c2", T0, "gate", {"passed": True}))
+    assert plan(fold, T0 + timedelta(minutes=6), CONFIG) == []  # c2 waits behind it
+    [end, after] = plan(fold, T0 + timedelta(days=2), CONFIG)
+    assert (end.kind, end.checkpoint_id) == ("rejected", "c1")
+    assert end.evidence["ab"]["reason"] == "no trajectories from the canary arm by the maximum"
+    assert (after.kind, after.checkpoint_id) == ("canary_started", "c2")

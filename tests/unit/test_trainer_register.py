@@ -1,4 +1,5 @@
-"""Checkpoints from elsewhere: what a directory is, lineage parsing, and the created event."""
+"""Checkpoints from elsewhere: what a directory is, lineage parsing (an export's manifest
+checked to be one), and the created event."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import pytest
 
 from schemas.checkpoints import CheckpointEvent, Registry
 from schemas.errors import RegistryError
+from schemas.exports import manifest_id
+from streams.export import ExportRange, write_export
+from streams.spec import load_spec
 from trainer.register import inspect_directory, parse_offsets, read_manifest, registration
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -56,12 +60,47 @@ def test_offsets_and_manifest_lineage(tmp_path: Path) -> None:
     for bad in ("rewards=1-2", "rewards:0=5-2", "rewards:x=1-2", ":0=1-2", "rewards:0=-1-3"):
         with pytest.raises(RegistryError, match="topic:partition=first-last"):
             parse_offsets([bad])
-    manifest = tmp_path / "manifest.json"
-    manifest.write_text('{"rows": 10}')
+    write_export(tmp_path / "export", [], view="binary", file_format="jsonl", org_id="acme",
+                 spec=load_spec(), topic="events.raw", span=ExportRange({0: 0}, {0: 9}),
+                 counts={"rows": 0})
+    manifest = tmp_path / "export" / "manifest.json"
+    content = manifest.read_bytes()
     read = read_manifest(manifest)
-    assert read.sha256 == hashlib.sha256(b'{"rows": 10}').hexdigest() and read.bytes == 12
+    assert read.sha256 == hashlib.sha256(content).hexdigest() and read.bytes == len(content)
+    assert read.path == str(manifest.resolve())
     with pytest.raises(RegistryError, match="cannot be read"):
         read_manifest(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b'{"rows": 10', "not JSON"),
+    (b"\xff\xfe", "not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"rows": 10}', "format is None, not 'rewardstream.export/1': not the manifest.json of "
+                      "a `rewardstream export`"),
+    (b'{"format": "rewardstream.export/2"}', "format is 'rewardstream.export/2'"),
+    (b'{"format": "rewardstream.export/1", "org_id": "acme", "export_id": "0"}',
+     "its export_id does not match its content: the manifest was edited"),
+])
+def test_a_manifest_that_is_not_an_exports_is_refused_naming_why(
+        tmp_path: Path, content: bytes, problem: str) -> None:
+    manifest = tmp_path / "manifest.json"
+    manifest.write_bytes(content)
+    with pytest.raises(RegistryError) as raised:
+        read_manifest(manifest)
+    assert str(raised.value).startswith(f"--manifest {manifest}: ")
+    assert problem in str(raised.value) and "give the manifest.json an export wrote" in str(
+        raised.value)
+
+
+def test_an_edited_export_manifest_is_refused(tmp_path: Path) -> None:
+    written = write_export(tmp_path, [], view="binary", file_format="jsonl", org_id="acme",
+                           spec=load_spec(), topic="events.raw", span=ExportRange({}, {}),
+                           counts={"rows": 0})
+    assert written["export_id"] == manifest_id(written)
+    (tmp_path / "manifest.json").write_text(json.dumps({**written, "org_id": "other"}))
+    with pytest.raises(RegistryError, match="the manifest was edited"):
+        read_manifest(tmp_path / "manifest.json")
 
 
 def test_the_created_event_carries_lineage_and_refuses_none(tmp_path: Path) -> None:
