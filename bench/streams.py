@@ -142,8 +142,9 @@ def _echo_summary(summary: dict[str, Any]) -> None:
 
 
 def streams(
-    events: int = typer.Option(300_000, min=1000, help="Events in the log (simulated "
-                               "trajectories, ~11 events each, as many as it takes)."),
+    events: int = typer.Option(300_000, min=20_000, help="Events in the log (simulated "
+                               "trajectories, ~11 events each, as many as it takes; the "
+                               "join is sampled every 4,096)."),
     warmup: float = typer.Option(0.1, min=0.0, max=0.9, help="Share of the log each "
                                  "contender reads before its steady window starts."),
     partitions: int = typer.Option(3, min=1, help="Partitions of the topic."),
