@@ -1,24 +1,27 @@
-"""``rewardstream bench streams``: events/s through the reward join vs bare consumer loops.
+"""``rewardstream bench streams``: CPU per event of the reward join in steady work, against a
+floor measured in the same run.
 
-All read the same freshly produced ``events.raw`` topic (a simulated log) in the same run: the
-bare loop only fetches records (aiokafka ``getmany``); a bare Quix Streams application only
-iterates them (the engine's own ceiling); the reward join reads, folds, finalises, sends
-records and late events, writes its RocksDB state and changelog, and commits. Each rate runs
-from the first record processed to the last (start-up, rebalance and recovery excluded).
+Every contender reads the same freshly produced ``events.raw`` topic (the simulated log, made
+long enough by simulating more trajectories: every one has its own id, so the join does real
+work) from the beginning, in turn (:mod:`bench.streams_contenders`): the reward join, the floor
+(a bare confluent-kafka loop that decodes each event with orjson and puts one RocksDB key per
+event), a bare aiokafka loop and a bare Quix Streams application. Each is measured over its
+steady window (:mod:`bench.streams_figures`): from the first sample past a warm-up prefix of the
+log (``--warmup``, a share of the events) to the last sample before the log's last event, so
+start-up, group join, recovery and the final checkpoint are left out. CPU is the process's CPU
+time (``time.process_time``: every thread, the Kafka clients' and RocksDB's included); the join
+runs in this process, or with ``--workers N`` as N processes in one consumer group, each
+measuring itself. The figure the goal is on is the floor's CPU per event over the join's.
 
-With ``--workers N`` the join runs as N worker processes in one consumer group; each reports
-its own rate, and the group's rate is all events over the span from the first worker's first
-record to the last worker's last. On a 2-core machine N > 1 shows the join staying correct
-under rebalances far more than it shows speed.
+On a 2-core machine ``--workers`` > 1 shows the join staying correct under rebalances far more
+than it shows speed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import multiprocessing
+import math
 import os
-import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -29,189 +32,147 @@ import typer
 
 __all__ = ["register"]
 
-IDLE_STOP_S = 5.0  # a worker of a group stops after this long without records
+GOAL_FLOOR_TO_JOIN_CPU = 1 / 3  # the join's CPU per event within three times the floor's
+_LABELS = {"join": "reward join", "floor": "floor (confluent, orjson, rocksdict)",
+           "aiokafka": "bare aiokafka loop", "quix_bare": "bare Quix app"}
 
 
-async def _bare_loop(settings: Any, topic: str, expected: int) -> float:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+def _steady_log(events: int) -> list[tuple[bytes, bytes]]:
+    """The simulated log cut at ``events`` events, simulating trajectories until it is long
+    enough (each has its own trajectory id; trajectories cut off at the end stay open)."""
+    from streams.simlog import simulate_log
 
-    from infra.kafka_auth import python_client_options
-
-    consumer = AIOKafkaConsumer(**python_client_options(settings),
-                                enable_auto_commit=False, auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        partitions = [TopicPartition(topic, p) for p in range(settings.topic_partitions)]
-        consumer.assign(partitions)
-        await consumer.seek_to_beginning(*partitions)
-        seen, started = 0, None
-        while seen < expected:
-            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
-            if started is None and batch:
-                started = time.monotonic()
-            seen += sum(len(records) for records in batch.values())
-        return seen / (time.monotonic() - (started or time.monotonic()))
-    finally:
-        await consumer.stop()
+    trajectories = max(10, math.ceil(events / 11))
+    while len(log := simulate_log(trajectories, seed=0)) < events:
+        trajectories = math.ceil(trajectories * events / len(log)) + 10
+    return log[:events]
 
 
-def _quix_bare(settings: Any, topic: str, datadir: Path, expected: int) -> float:
-    """A Quix application that only iterates the topic: the engine's own ceiling."""
-    from quixstreams import Application
-    from quixstreams.kafka.configuration import ConnectionConfig
+def _join_windows(samples: list[Any], warmup: int, totals: list[int]) -> list[Any]:
+    from bench.streams_figures import steady_window
 
-    from infra.kafka_io import confluent_options
-
-    app = Application(
-        broker_address=ConnectionConfig.from_librdkafka_dict(
-            confluent_options(settings, "bench-bare")),
-        consumer_group=f"{settings.topic_prefix}bench-bare", auto_offset_reset="earliest",
-        state_dir=str(datadir / "bare"), loglevel=None)
-    seen = {"events": 0, "first_s": 0.0, "last_s": 0.0}
-
-    def count(_: Any) -> None:
-        now = time.monotonic()
-        if not seen["events"]:
-            seen["first_s"] = now
-        seen["events"] += 1
-        seen["last_s"] = now
-        if seen["events"] >= expected:
-            app.stop()
-
-    sdf = app.dataframe(app.topic(topic, key_deserializer="bytes", value_deserializer="bytes"))
-    sdf.update(count)
-    app.run(timeout=60)
-    return seen["events"] / (seen["last_s"] - seen["first_s"])
+    windows = []
+    for member_samples, total in zip(samples, totals, strict=True):
+        try:
+            windows.append(steady_window(member_samples.taken, warmup // len(totals), total))
+        except ValueError:
+            if len(totals) == 1:
+                raise  # a group member that got too few records is left out
+    if not windows:
+        raise ValueError("no worker of the group had a steady window; give it more events")
+    return windows
 
 
-def _join_config(settings: Any, datadir: Path) -> Any:
-    from streams.spec import load_spec
-    from streams.worker import WorkerConfig
-
-    return WorkerConfig(settings=settings, spec=load_spec(), datadir=datadir,
-                        app_id=f"{settings.topic_prefix}bench-join")
-
-
-def _reward_join(settings: Any, datadir: Path, expected: int) -> dict[str, Any]:
-    from streams.worker import build_app
-
-    app, shell = build_app(_join_config(settings, datadir),
-                           stop_when=lambda totals: totals.events >= expected)
-    app.run(timeout=120)
-    return _worker_result(shell.totals)
-
-
-def _worker_result(totals: Any) -> dict[str, Any]:
-    span_s = (totals.last_event_s or 0.0) - (totals.first_event_s or 0.0)
-    return {"events": totals.events, "records": totals.records,
-            "events_per_s": round(totals.events / span_s) if span_s > 0 else 0,
-            "first_s": totals.first_event_s, "last_s": totals.last_event_s,
-            "state": {str(p): size for p, size in sorted(totals.partitions.items())},
-            "restore_s": {str(p): round(s, 3) for p, s in sorted(totals.restored.items())}}
-
-
-def _group_member(settings: Any, datadir: Path, results: Any) -> None:
-    """One worker of a group (a process of its own), until the topic goes quiet."""
-    from streams.worker import build_app, collect_garbage_rarely
-
-    app, shell = build_app(_join_config(settings, datadir))
-    collect_garbage_rarely()
-    app.run(timeout=IDLE_STOP_S)
-    results.put(_worker_result(shell.totals))
-
-
-def _group(settings: Any, datadir: Path, workers: int) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    members = [context.Process(target=_group_member,
-                               args=(settings, datadir / f"worker-{n}", results))
-               for n in range(workers)]
-    for member in members:
-        member.start()
-    each = [results.get(timeout=600) for _ in members]
-    for member in members:
-        member.join(timeout=60)
-    first = min(w["first_s"] for w in each if w["first_s"] is not None)
-    last = max(w["last_s"] for w in each if w["last_s"] is not None)
-    events = sum(w["events"] for w in each)
-    state = {p: size for w in each for p, size in w["state"].items()}
-    return {"events": events, "records": sum(w["records"] for w in each),
-            "events_per_s": round(events / (last - first)), "state": state,
-            "per_worker_events_per_s": [w["events_per_s"] for w in each],
-            "per_worker_events": [w["events"] for w in each]}
-
-
-def _run(trajectories: int, partitions: int, workers: int) -> dict[str, Any]:
-    """One run on a fresh topic: every contender's rate and the ratios."""
+def _run(log: list[tuple[bytes, bytes]], warmup: int, partitions: int,
+         workers: int) -> dict[str, Any]:
+    """One run on a fresh topic: every contender's steady figures and the ratios."""
+    from bench import streams_contenders as contenders
+    from bench.streams_figures import Samples, run_figures, steady_figures, steady_window
     from infra.settings import load_settings
     from infra.topics import create_topics
     from schemas.topics import topic_name
-    from streams.simlog import simulate_log
     from streams.worker import collect_garbage_rarely
 
     settings = replace(load_settings(), topic_prefix=f"bench-{uuid.uuid4().hex[:8]}.",
                        topic_partitions=partitions)
     create_topics(settings)
-    log = simulate_log(trajectories, seed=0)
     topic = topic_name(settings.topic_prefix, "events.raw")
     _produce(settings, topic, log)
     collect_garbage_rarely()  # as the worker command does, for every contender alike
-    bare = asyncio.run(_bare_loop(settings, topic, len(log)))
+    total = len(log)
+    samples = {name: Samples() for name in ("floor", "aiokafka", "quix_bare", "join")}
     with TemporaryDirectory() as directory:
         datadir = Path(directory)
-        quix_bare = _quix_bare(settings, topic, datadir, len(log))
-        join = (_reward_join(settings, datadir, len(log)) if workers == 1
-                else _group(settings, datadir, workers))
-    rate = join["events_per_s"]
-    return {"events": len(log), "partitions": partitions, "workers": workers,
-            "records": join["records"], "topic_prefix": settings.topic_prefix,
-            "load_avg_1m": round(os.getloadavg()[0], 2), "bare_loop_events_per_s": round(bare),
-            "quix_bare_events_per_s": round(quix_bare), "reward_join_events_per_s": rate,
-            "ratio": round(rate / bare, 4), "ratio_to_quix_bare": round(rate / quix_bare, 4),
-            "per_worker_events_per_s": join.get("per_worker_events_per_s", [rate]),
+        contenders.floor_loop(settings, topic, datadir, total, samples["floor"])
+        contenders.aiokafka_loop(settings, topic, total, samples["aiokafka"])
+        contenders.quix_bare(settings, topic, datadir, total, samples["quix_bare"])
+        if workers == 1:
+            join = contenders.reward_join(settings, datadir / "join", total, samples["join"])
+            join_samples, join_totals = [samples["join"]], [total]
+        else:
+            join, join_samples = contenders.group(settings, datadir, workers)
+            join_totals = join["per_worker_events"]
+    figures = {"join": steady_figures(_join_windows(join_samples, warmup, join_totals))}
+    figures |= {name: steady_figures([steady_window(samples[name].taken, warmup, total)])
+                for name in ("floor", "aiokafka", "quix_bare")}
+    return {"events": total, "warmup_events": warmup, "partitions": partitions,
+            "workers": workers, "records": join["records"],
+            "topic_prefix": settings.topic_prefix,
+            "load_avg_1m": round(os.getloadavg()[0], 2), "contenders": figures,
+            "ratios": run_figures(figures),
+            "per_worker_events": join.get("per_worker_events", [join["events"]]),
             "state_per_partition": join["state"]}
 
 
 def _echo_run(result: dict[str, Any]) -> None:
-    bare, quix_bare = result["bare_loop_events_per_s"], result["quix_bare_events_per_s"]
-    rate = result["reward_join_events_per_s"]
-    typer.echo(f"{result['events']} events on {result['partitions']} partitions "
-               f"({result['records']} reward records), topic prefix {result['topic_prefix']}, "
-               f"load average {result['load_avg_1m']}\n"
-               f"  bare aiokafka loop : {bare:10,.0f} events/s\n"
-               f"  bare Quix app      : {quix_bare:10,.0f} events/s\n"
-               f"  reward join        : {rate:10,.0f} events/s with {result['workers']} "
-               f"worker(s) {result['per_worker_events_per_s']}\n"
-               f"  ratio              : {rate / bare:10.1%}  of the bare loop (goal >= 10%, "
-               f"stretch 30%), {rate / quix_bare:.1%} of the bare Quix app")
+    typer.echo(f"{result['events']:,} events on {result['partitions']} partitions "
+               f"({result['records']:,} reward records, {result['workers']} join worker(s) "
+               f"{result['per_worker_events']}), steady after the first "
+               f"{result['warmup_events']:,}; topic prefix {result['topic_prefix']}, load "
+               f"average {result['load_avg_1m']}\n"
+               f"  {'contender':38} {'events':>9} {'wall s':>8} {'CPU s':>8} "
+               f"{'CPU µs/event':>13} {'events/s':>10}")
+    for name, figures in result["contenders"].items():
+        typer.echo(f"  {_LABELS[name]:38} {figures['events']:9,} {figures['wall_s']:8.2f} "
+                   f"{figures['cpu_s']:8.2f} {figures['cpu_us_per_event']:13.2f} "
+                   f"{figures['events_per_s']:10,}")
+    ratios = result["ratios"]
+    met = "met" if ratios["floor_to_join_cpu"] >= GOAL_FLOOR_TO_JOIN_CPU else "NOT met"
+    typer.echo(f"  floor ÷ join CPU per event: {ratios['floor_to_join_cpu']:.3f} (goal >= "
+               f"{GOAL_FLOOR_TO_JOIN_CPU:.2f}, the join within 3x the floor: {met}); "
+               f"aiokafka ÷ join: {ratios['aiokafka_to_join_cpu']:.3f}; join ÷ aiokafka "
+               f"events/s: {ratios['join_to_aiokafka_rate']:.3f}")
     for partition, size in sorted(result["state_per_partition"].items()):
         typer.echo(f"  state of partition {partition}: {size}")
 
 
+def _echo_summary(summary: dict[str, Any]) -> None:
+    def span(values: dict[str, float], form: str) -> str:
+        return f"{values['min']:{form}}–{values['max']:{form}}"
+
+    typer.echo(f"over {summary['runs']} runs (load average "
+               f"{span(summary['load_avg_1m'], '.2f')}):\n"
+               f"  floor ÷ join CPU per event {span(summary['floor_to_join_cpu'], '.3f')}; "
+               f"aiokafka ÷ join {span(summary['aiokafka_to_join_cpu'], '.3f')}")
+    for name in _LABELS:
+        if name in summary:
+            typer.echo(f"  {_LABELS[name]:38} CPU µs/event "
+                       f"{span(summary[name]['cpu_us_per_event'], '.2f')}, events/s "
+                       f"{span(summary[name]['events_per_s'], ',')}")
+
+
 def streams(
-    trajectories: int = typer.Option(3000, min=10,
-                                     help="Simulated trajectories (~11 events each)."),
+    events: int = typer.Option(300_000, min=20_000, help="Events in the log (simulated "
+                               "trajectories, ~11 events each, as many as it takes; the "
+                               "join is sampled every 4,096)."),
+    warmup: float = typer.Option(0.1, min=0.0, max=0.9, help="Share of the log each "
+                                 "contender reads before its steady window starts."),
     partitions: int = typer.Option(3, min=1, help="Partitions of the topic."),
     workers: int = typer.Option(1, min=1, help="Reward-join worker processes in the group."),
     runs: int = typer.Option(1, min=1, help="Runs, each on a fresh topic; each is reported."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Events/s through the reward join, a bare aiokafka loop and a bare Quix Streams
-    application on the same topic, and the ratios (goal: the join at 10% of the bare loop or
-    better; 30% stretch). With ``--runs N`` the JSON object holds every run (``runs``) and the
-    ratio's min and max.
+    """CPU µs per event (process CPU time) and events/s in steady work, start-up excluded, of
+    the reward join and, on the same topic in the same run, a floor (a bare confluent-kafka
+    loop: orjson decode and one RocksDB put per event), a bare aiokafka loop and a bare Quix
+    Streams application; and the floor's CPU per event over the join's (goal: at least 1/3,
+    the join within three times the floor). ``--json`` prints one object: every run
+    (``runs``) and each figure's min and max over them (``summary``).
 
-    Example: rewardstream bench streams --trajectories 5000 --workers 2 --runs 3 --json"""
-    results = [_run(trajectories, partitions, workers) for _ in range(runs)]
-    ratios = [result["ratio"] for result in results]
+    Example: rewardstream bench streams --runs 3 --json"""
+    from bench.streams_figures import summary
+
+    log = _steady_log(events)
+    warmup_events = int(len(log) * warmup)
+    results = [_run(log, warmup_events, partitions, workers) for _ in range(runs)]
+    spans = summary(results)
     if as_json:
-        summary = {"runs": results, "ratio": {"min": min(ratios), "max": max(ratios)}}
-        typer.echo(json.dumps(results[0] if runs == 1 else summary))
+        typer.echo(json.dumps({"runs": results, "summary": spans}))
         return
     for result in results:
         _echo_run(result)
     if runs > 1:
-        typer.echo(f"ratio over {runs} runs: {min(ratios):.1%} .. {max(ratios):.1%}")
+        _echo_summary(spans)
 
 
 def _produce(settings: Any, topic: str, log: list[tuple[bytes, bytes]]) -> None:
