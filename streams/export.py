@@ -36,7 +36,7 @@ from streams.reward import components, signals
 from streams.spec import RewardSpec
 from streams.views import View, arrow_schema, binary_view, preference_view, samples_view
 
-__all__ = ["FORMATS", "MANIFEST_FILE", "MANIFEST_FORMAT", "Bound", "ExportRange",
+__all__ = ["FORMATS", "MANIFEST_FILE", "Bound", "ExportRange",
            "export_log", "parse_bound", "resolve_range", "run_export", "view_rows",
            "write_export"]
 
