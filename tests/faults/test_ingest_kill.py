@@ -36,11 +36,13 @@ from tests.support.fault_traffic import Load, requests_by_status, statuses_text
 from tests.support.ingest_support import TEST_KEY
 from tests.support.service_keys import PSEUDONYM_SECRET
 from tests.support.streams_log import replay_topic
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.kafka, pytest.mark.slow]
 
-BEFORE_S, AFTER_S = 3.0, 4.0
 BATCH = 50
+# Events the replicas took before the kill (it comes under load) and the survivor after it.
+BEFORE, AFTER = 3 * BATCH, 3 * BATCH
 
 
 def test_a_killed_ingest_replica_loses_nothing_the_sdk_sent(
@@ -54,10 +56,12 @@ def test_a_killed_ingest_replica_loses_nothing_the_sdk_sent(
         tel = Telemetry([first.url, second.url], TEST_KEY, queue_dir=tmp_path / "queue",
                         linger_s=0.05, batch_size=BATCH, backoff_base_s=0.1, backoff_cap_s=1.0)
         with Load(tel) as load:
-            time.sleep(BEFORE_S)
+            wait_for(lambda: tel.stats().sent >= BEFORE, 60, f"{BEFORE} events taken")
             os.kill(first.pid, signal.SIGKILL)
             killed_at = time.monotonic()
-            time.sleep(AFTER_S)
+            sent_at_kill = tel.stats().sent
+            wait_for(lambda: tel.stats().sent >= sent_at_kill + AFTER, 60,
+                     f"{AFTER} events taken after the kill")
         load.end_trajectories()
         assert tel.close(timeout_s=60)
         drained_s = time.monotonic() - killed_at

@@ -29,7 +29,7 @@ from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-BEFORE_S, AFTER_S = 3.0, 2.0
+BEFORE, AFTER = 5, 3  # completions served before the kill and after the restart
 SPOOLED = 50  # events in the spool when it first logs that they wait (serving/gateway/spool.py)
 
 
@@ -48,7 +48,7 @@ def gateway(outage_broker: Settings, tiny_model_dir: Path,
 def test_completions_served_during_a_broker_outage_all_reach_events_raw(
         outage_broker: Settings, gateway: GatewayProcess) -> None:
     with CompletionTraffic(gateway.url) as traffic:
-        time.sleep(BEFORE_S)
+        wait_for(lambda: len(traffic.ids) >= BEFORE, 120, "completions before the kill")
         broker.stop(outage_broker, sig=signal.SIGKILL)
         down_at = time.monotonic()
         spooled = wait_for(lambda: _at_least(gateway.metric("rewardstream_gateway_spool_events")),
@@ -56,7 +56,9 @@ def test_completions_served_during_a_broker_outage_all_reach_events_raw(
         broker.start(outage_broker)  # seconds: the outage lasts until it returns
         up_at = time.monotonic()
         assert broker.status(outage_broker).running
-        time.sleep(AFTER_S)
+        served_at_up = len(traffic.ids)
+        wait_for(lambda: len(traffic.ids) >= served_at_up + AFTER, 120,
+                 "completions after the restart")
     drained_s = wait_drained(gateway) + time.monotonic() - up_at
 
     during = [cid for at, cid in traffic.served if down_at <= at < up_at]

@@ -22,6 +22,7 @@ from rewardstream_telemetry import Telemetry, Trajectory
 from schemas.events import parse_event
 from streams.sources import read_records
 from tests.support.up_stack import UpStack, start_up
+from tests.support.waits import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -72,10 +73,14 @@ def _outage(stack: UpStack, outage_broker: Settings) -> dict[str, set[str]]:
     return seen
 
 
+def _unrewarded(settings: Settings, trajectories: set[str]) -> set[str]:
+    return trajectories - {record.trajectory_id for record in read_records(settings).values()}
+
+
 def _wait_for_rewards(settings: Settings, trajectories: set[str], timeout_s: float) -> set[str]:
     deadline, missing = time.monotonic() + timeout_s, set(trajectories)
     while missing and time.monotonic() < deadline:
-        missing -= {record.trajectory_id for record in read_records(settings).values()}
+        missing = _unrewarded(settings, missing)
         time.sleep(2.0)
     return missing
 
@@ -90,7 +95,9 @@ def test_every_service_rides_out_a_three_minute_broker_outage_and_nothing_is_los
     producer = _Producer(telemetry)
     try:
         producer.start()
-        time.sleep(20)  # traffic flows before the outage
+        # Traffic flows through every service before the outage: the first rewards are out.
+        wait_for(lambda: len(producer.trajectories) >= 3 and not _unrewarded(
+            outage_broker, set(producer.trajectories[:3])), 120, "the first rewards", 1.0)
         seen = _outage(stack, outage_broker)
         back_s = stack.wait_ready(300)
         producer.halt.set()
