@@ -5,8 +5,8 @@ the three-node cluster; ``models``: the models tests run; ``required``: what the
 give, skipped locally and failed under ``CI=true`` without it; ``figures_report``: the figures
 tests print for the docs, shown at the end of the run). Here: every test's tier markers are
 checked before ``-m`` selects any (``tests/support/tiers.py``), the tests of each private broker
-are put in one pytest-xdist group, handed out before the rest, and a sandbox that cannot isolate fails the run under
-``CI=true``.
+are put in one pytest-xdist group, handed out before the rest, and a sandbox that cannot
+isolate fails the run under ``CI=true``.
 """
 
 from __future__ import annotations
