@@ -105,7 +105,8 @@ case "$job" in
       exit 1
     fi
     cd "$root"
-    # Independent tests run in parallel; the tests of each private broker form one xdist group.
+    # Tests run in parallel: loadgroup with no test in a group hands each test to a worker as
+    # soon as it has at most two waiting (tests/conftest.py puts the longest first).
     # The 25 slowest tests are listed at the end: where the suite's time goes.
     python -m pytest -n "${REWARDSTREAM_TEST_WORKERS:-3}" --dist loadgroup --durations 25 "$@"
     ;;

@@ -4,9 +4,9 @@ The fixtures live in ``tests/support`` (``brokers``: the shared broker, the priv
 the three-node cluster; ``models``: the models tests run; ``required``: what the machine must
 give, skipped locally and failed under ``CI=true`` without it; ``figures_report``: the figures
 tests print for the docs, shown at the end of the run). Here: every test's tier markers are
-checked before ``-m`` selects any (``tests/support/tiers.py``), the tests of each private broker
-are put in one pytest-xdist group, handed out before the rest, and a sandbox that cannot
-isolate fails the run under ``CI=true``.
+checked before ``-m`` selects any (``tests/support/tiers.py``), the tests of a private broker
+are handed out before the rest, and a sandbox that cannot isolate fails the run under
+``CI=true``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before -m deselects (the fast tier's run checks them all)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse a run in which a test's tier markers do not fit where it lives and what it uses
-    (``tests/support/tiers.py``); put the tests of each private broker in its xdist group,
-    ahead of the rest."""
+    (``tests/support/tiers.py``); put the tests of a private broker ahead of the rest."""
     problems = tier_problems(
         TestShape(item.nodeid, frozenset(mark.name for mark in item.iter_markers()),
                   frozenset(getattr(item, "fixturenames", ()))) for item in items)
@@ -51,21 +50,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("test tier markers missing or wrong (pytestmark = "
                                 "pytest.mark.kafka / slow / abuse / faults):\n  "
                                 + "\n  ".join(problems))
-    from tests.support.brokers import XDIST_GROUPS  # a plugin: imported once registered
+    from tests.support.brokers import PRIVATE_BROKERS  # a plugin: imported once registered
 
-    grouped: dict[str, list[pytest.Item]] = {group: [] for group in XDIST_GROUPS.values()}
-    rest: list[pytest.Item] = []
-    for item in items:
-        group = next((group for fixture, group in XDIST_GROUPS.items()
-                      if fixture in getattr(item, "fixturenames", ())), None)
-        if group is None:
-            rest.append(item)
-        else:
-            item.add_marker(pytest.mark.xdist_group(group))
-            grouped[group].append(item)
-    # Each group runs on one worker, one test after another, for many minutes: handed out
-    # first, they run beside the rest instead of starting late and running on alone at the end.
-    items[:] = [item for members in grouped.values() for item in members] + rest
+    # They stop, kill and restart brokers for minutes each: handed out first, they run beside
+    # the rest instead of starting late and running on alone at the end.
+    private = {item.nodeid for item in items
+               if set(PRIVATE_BROKERS) & set(getattr(item, "fixturenames", ()))}
+    items.sort(key=lambda item: item.nodeid not in private)  # stable: otherwise as collected
 
 
 def pytest_report_header(config: pytest.Config) -> str:

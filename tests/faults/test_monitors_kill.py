@@ -74,9 +74,14 @@ def test_a_killed_metrics_worker_publishes_the_offline_windows(
         worker.wait()
     killed_at = time.monotonic()
     _write(cluster, records[450:])
-    with metrics_worker(cluster, tmp_path):
-        published = wait_for(lambda: (found := _published(cluster)).keys() >= expected.keys()
-                             and found, 180, "every window of the offline fold")
+    with metrics_worker(cluster, tmp_path) as restarted:
+        try:
+            published = wait_for(lambda: (found := _published(cluster)).keys() >= expected.keys()
+                                 and found, 180, "every window of the offline fold",
+                                 alive=lambda: restarted.poll() is None)
+        except AssertionError as exc:
+            log = (tmp_path / "metrics-worker.log").read_text(errors="replace")
+            raise AssertionError(f"{exc}; the workers' log ends:\n{log[-3000:]}") from None
     recovery_s = time.monotonic() - killed_at
     changed = [key for key, copies in published.items()
                if any(copy != expected.get(key) for copy in copies)]

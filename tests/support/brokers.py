@@ -4,13 +4,15 @@
   needed) that every test that only needs a broker uses, each test under its own topic prefix.
   Nothing stops it while the suite runs.
 - ``outage_broker``: a private single-node broker (free ports, a temporary data directory) for
-  the tests that stop and restart it; they share one per run and run one at a time.
+  the tests that stop and restart it.
 - ``cluster`` / ``fault_cluster``: a private three-node cluster for the fault suite and the
-  cluster's own test, which kill its nodes; they share one per run and run one at a time.
+  cluster's own test, which kill its nodes.
 
-Under pytest-xdist the tests of a private broker form one ``xdist_group`` (the root conftest
-adds it from the fixtures a test uses), so one worker runs them in turn, on the one broker it
-starts. When a broker cannot start the test is skipped locally and fails under ``CI=true``.
+A private broker is a session fixture, so each pytest-xdist worker that runs such a test starts
+one of its own (at most three clusters and three single nodes in a run of three workers) and its
+tests use it one after another; tests on different workers never share one. The root conftest
+hands these tests out first (``PRIVATE_BROKERS``): they are the suite's longest. When a broker
+cannot start the test is skipped locally and fails under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ from schemas.errors import RewardstreamError
 from tests.support.private_kafka import private_broker_settings
 from tests.support.required import unavailable
 
-__all__ = ["XDIST_GROUPS", "cluster", "fault_cluster", "kafka", "kafka_settings",
+__all__ = ["PRIVATE_BROKERS", "cluster", "fault_cluster", "kafka", "kafka_settings",
            "outage_broker", "outage_broker_node", "private_broker"]
 
-# The fixtures holding a private broker, and the xdist group of the tests that use each.
-XDIST_GROUPS = {"fault_cluster": "fault-cluster", "outage_broker_node": "outage-broker"}
+# The fixtures holding a private broker.
+PRIVATE_BROKERS = ("fault_cluster", "outage_broker_node")
 
 
 def _started(settings: Settings, what: str) -> Settings:

@@ -91,11 +91,12 @@ def run_detectors(settings: Settings, config: MonitorConfig, min_events: int) ->
 def metrics_worker(settings: Settings, cwd: Path) -> Iterator[subprocess.Popen]:
     """`rewardstream monitors metrics` (in-memory tables) on the brokers and topics of
     ``settings``, as its Kafka user, as a process; stopped on exit with SIGTERM, killed if still
-    running 30 s later."""
+    running 30 s later. What it logs is appended to ``cwd/metrics-worker.log``."""
     env = {**os.environ, **client_env(settings)}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "rewardstream", "monitors", "metrics", "--store", "memory://"],
-        env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with (cwd / "metrics-worker.log").open("ab") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "rewardstream", "monitors", "metrics", "--store", "memory://"],
+            env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     try:
         yield worker
     finally:
