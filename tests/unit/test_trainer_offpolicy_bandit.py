@@ -40,18 +40,15 @@ def true_gradient(logits: torch.Tensor) -> torch.Tensor:
     return pi * (MEANS - (pi * MEANS).sum())
 
 
-def expected_estimate(logits: torch.Tensor, behaviour: torch.Tensor, cap: float) -> torch.Tensor:
-    """What the estimator converges to: each arm drawn at mu, weighted min(pi/mu, cap)."""
-    pi = _policy(logits)
-    weight = torch.clamp(pi / behaviour, max=cap)
-    per_arm = behaviour * weight * (MEANS - BASELINE)  # (K,)
-    return per_arm - per_arm.sum() * pi  # sum_a per_arm_a * (e_a - pi)
+def capped_ratios(cap: float) -> torch.Tensor:
+    """(K,) each arm's weight under the cap: min(pi/mu, cap)."""
+    return torch.clamp(_policy(NOW) / _policy(LOGGED), max=cap)
 
 
-def uncorrected_expectation(behaviour: torch.Tensor) -> torch.Tensor:
-    """What the estimator converges to when every ratio is 1: the gradient under mu's draws."""
-    per_arm = behaviour * (MEANS - BASELINE)
-    return per_arm - per_arm.sum() * _policy(NOW)
+def expected_estimate(weights: torch.Tensor) -> torch.Tensor:
+    """What the estimator converges to: each arm drawn at mu, weighted ``weights[a]``."""
+    per_arm = _policy(LOGGED) * weights * (MEANS - BASELINE)  # (K,)
+    return per_arm - per_arm.sum() * _policy(NOW)  # sum_a per_arm_a * (e_a - pi)
 
 
 def estimate(seed: int, cap: float, *, corrected: bool = True) -> tuple[torch.Tensor,
@@ -91,7 +88,7 @@ def test_the_configured_cap_converges_to_its_closed_form_and_keeps_the_direction
         seed: int) -> None:
     cap = CAP
     got, se = estimate(seed, cap=cap)
-    want = expected_estimate(NOW, _policy(LOGGED), cap)
+    want = expected_estimate(capped_ratios(cap))
     assert torch.all((got - want).abs() <= TOLERANCE_SE * se), (got, want, se)
     # Its bias, known exactly: a quarter of the gradient's length here, where one arm's ratio
     # is 3.7 against a cap of 2; the direction stays (cosine 0.98).
@@ -106,14 +103,13 @@ def test_the_configured_cap_converges_to_its_closed_form_and_keeps_the_direction
 @pytest.mark.parametrize("seed", SEEDS)
 def test_without_the_logged_logprobs_stale_data_trains_towards_the_old_policy(seed: int) -> None:
     got, se = estimate(seed, cap=CAP, corrected=False)
-    mu = _policy(LOGGED)
     # Every ratio 1 is the expectation under mu, not pi: a different gradient altogether.
-    naive = uncorrected_expectation(mu)
+    naive = expected_estimate(torch.ones(len(MEANS), dtype=torch.float64))
     assert torch.all((got - naive).abs() <= TOLERANCE_SE * se)
     error = (got - true_gradient(NOW)).abs() / se
     assert float(error.max()) > 50  # far outside any sampling error
     # Off by 0.39 of the gradient's length, against the cap's 0.25.
-    corrected = expected_estimate(NOW, mu, CAP)
+    corrected = expected_estimate(capped_ratios(CAP))
     assert 0.35 < _relative_error(naive, true_gradient(NOW)) < 0.45
     assert _relative_error(naive, true_gradient(NOW)) > _relative_error(corrected,
                                                                         true_gradient(NOW))
