@@ -4,8 +4,9 @@ Every ``events.raw`` record is validated again with the same models ingest uses 
 folded: ingest validates what it accepts, but a topic can hold what ingest never saw (an event
 written before a bound was added, a record written by another tool). A record that is not a
 valid event raises :class:`MalformedEventError` naming the field, and its consumer quarantines
-it. pydantic's JSON validation is also the cheapest way to read an event here (about half the
-cost of ``json.loads`` plus field-by-field conversion).
+it. The join reads each record with the msgspec structs of :mod:`schemas.event_structs` (the
+same bounds, about half the models' cost), and with the models where the structs refuse it, so
+its answers are the models'.
 
 Only the fields the reward folds are kept (``streams.join_codec`` stores them). Every fact
 carries its organisation (an event without one is refused), and its trajectory key is (org,
@@ -23,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from schemas.bounds import org_id_problem
+from schemas.event_structs import StoredEvent, decode_stored_event
 from schemas.events import (
     CLARIFICATION_ASKED,
     COMPLETION_SERVED,
@@ -116,46 +118,51 @@ def ms_to_datetime(time_ms: int) -> datetime:
 
 
 def read_event(raw: bytes | str | None) -> Event:
-    """An ``events.raw`` record as the event ingest stored; raises :class:`MalformedEventError`
-    whose message names the field at fault."""
-    return _read(raw)[0]
+    """An ``events.raw`` record as the event ingest stored, read with the pydantic models;
+    raises :class:`MalformedEventError` whose message names the field at fault."""
+    event = _parsed(raw)
+    _time_ms(event, event.event_time)
+    return event
 
 
-def _read(raw: bytes | str | None) -> tuple[Event, int]:
-    """The event of ``raw`` and its event time in Unix ms (see :func:`read_event`)."""
+def _parsed(raw: bytes | str | None) -> Event:
     if raw is None:
         raise MalformedEventError(f"(event): {EMPTY_VALUE}")
     try:
-        event = parse_event(raw)
+        return parse_event(raw)
     except ValidationError as exc:
         field, message = first_error(exc)
         raise MalformedEventError(f"{field}: {message}") from None
-    if event.org_id is None or event.event_time is None:
+
+
+def _time_ms(event: Event | StoredEvent, event_time: datetime | None) -> int:
+    """The event time of ``event`` in Unix ms, if it came through ingest; else raises
+    :class:`MalformedEventError`."""
+    if event.org_id is None or event_time is None:
         missing = "org_id" if event.org_id is None else "event_time"
         raise MalformedEventError(f"{missing}: missing; ingest sets it on every stored event, so "
                                   "this record did not come through ingest")
     if (problem := _org_id_problem(event.org_id)) is not None:
         raise MalformedEventError(f"org_id: {problem}; ingest stamps the org of a key, so this "
                                   "record did not come through ingest")
-    time_ms = _epoch_ms(event.event_time)
+    time_ms = _epoch_ms(event_time)
     if not _EARLIEST_MS <= time_ms < _LATEST_MS:
-        raise MalformedEventError(f"event_time: {event.event_time.isoformat()} is outside "
+        raise MalformedEventError(f"event_time: {event_time.isoformat()} is outside "
                                   f"{_EARLIEST.year}..{_LATEST.year}")
-    return event, time_ms
+    return time_ms
 
 
 def fact_from_event(event: Event, offset: int) -> Fact:
-    """The fact of a validated event at ``offset``."""
-    assert event.event_time is not None  # read_event refuses an event without one
-    return _fact(event, _epoch_ms(event.event_time), offset)
+    """The fact of a validated event at ``offset`` (as :func:`read_event` returns it)."""
+    return _fact(event, _time_ms(event, event.event_time), offset)
 
 
-def _fact(event: Event, time_ms: int, offset: int) -> Fact:
+def _fact(event: Event | StoredEvent, time_ms: int, offset: int) -> Fact:
     data = _PAYLOAD_DATA[event.type](event.payload)
     if event.type == COMPLETION_SERVED:
         data["producer"] = event.producer  # the trainer learns only from the gateway's
     org_id = event.org_id
-    assert org_id is not None  # read_event refuses
+    assert org_id is not None  # _time_ms refuses
     return Fact(
         event_id=str(event.event_id), type=event.type, trajectory_id=event.trajectory_id,
         time_ms=time_ms, offset=offset, checkpoint_id=event.checkpoint_id, arm=event.arm,
@@ -164,6 +171,12 @@ def _fact(event: Event, time_ms: int, offset: int) -> Fact:
 
 
 def fact_from_json(raw: bytes | str | None, offset: int) -> Fact:
-    """The fact of one ``events.raw`` record; raises :class:`MalformedEventError`."""
-    event, time_ms = _read(raw)
-    return _fact(event, time_ms, offset)
+    """The fact of one ``events.raw`` record; raises :class:`MalformedEventError`. Read with
+    the msgspec structs, and with the pydantic models when the structs do not accept it (the
+    models name the field at fault, or accept what the structs are stricter about)."""
+    fast = None if raw is None else decode_stored_event(raw)
+    if fast is not None:
+        event, event_time = fast
+        return _fact(event, _time_ms(event, event_time), offset)
+    model = _parsed(raw)
+    return _fact(model, _time_ms(model, model.event_time), offset)

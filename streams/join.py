@@ -36,12 +36,13 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from schemas.rewards import RewardRecord
+from schemas.reward_structs import encode_record, record_struct
+from schemas.rewards import RewardRecord, reward_record_key
 from schemas.topics import REWARD_RECORD_MAX_BYTES
 from streams.errors import MalformedEventError, SpecError
 from streams.facts import Fact, fact_from_json
 from streams.fold import COMPLETENESS_TYPES, Trajectory, deadline_ms, fold, is_complete
-from streams.reward import reward_record
+from streams.reward import record_fields
 from streams.spec import RewardSpec
 
 __all__ = [
@@ -126,10 +127,16 @@ class Late:
 
 @dataclass(slots=True)
 class Step:
-    records: list[RewardRecord] = field(default_factory=list)
-    values: list[bytes] = field(default_factory=list)  # each record's JSON, in order
+    values: list[bytes] = field(default_factory=list)  # each reward record's JSON, in order
+    keys: list[bytes] = field(default_factory=list)  # and its Kafka key
     late: list[Late] = field(default_factory=list)
     quarantined: list[Unusable] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[RewardRecord]:
+        """The reward records, read as their consumers read them (the join itself only
+        writes their bytes)."""
+        return [RewardRecord.model_validate_json(value) for value in self.values]
 
 
 @dataclass(slots=True)
@@ -299,16 +306,17 @@ class PartitionJoin:
         self._deadlines.pop(key, None)
         self._dirty.add(key)
         try:
-            record = reward_record(state, self.spec, by, at_ms)  # type: ignore[arg-type]
-            value = record.model_dump_json().encode()
+            record = record_struct(record_fields(state, self.spec, by,  # type: ignore[arg-type]
+                                                 at_ms))
+            value = encode_record(record)
             if len(value) > self.max_record_bytes:  # the samples' text goes first
-                record = record.without_text()
-                value = record.model_dump_json().encode()
+                value = encode_record(record.without_text())
             if len(value) > self.max_record_bytes:
                 raise ValueError(f"its record is {len(value)} bytes, over the rewards topic's "
                                  f"{self.max_record_bytes} byte limit")
-            out.records.append(record)
             out.values.append(value)
+            out.keys.append(reward_record_key(record.org_id, record.trajectory_id,
+                                              record.spec_version))
         except Exception as exc:  # noqa: BLE001 - one trajectory must not stop every other
             self._quarantined += 1
             out.quarantined.append(Unusable(

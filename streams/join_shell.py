@@ -32,7 +32,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.quarantine import Quarantined, quarantine_message
-from schemas.rewards import reward_record_key
 from schemas.topics import topic_name
 from streams.join import PartitionJoin, Step
 from streams.join_store import JoinStore
@@ -108,7 +107,7 @@ class JoinShell(Sink):
             # is looked at again only when the checkpoint changes.
             slot = self._slot(partition)
         step = slot.join.step(value, offset)
-        if step.records or step.late or step.quarantined:
+        if step.values or step.late or step.quarantined:
             self._send(partition, step)
         slot.offsets = (offset, offset) if slot.offsets is None else (slot.offsets[0], offset)
         totals = self.totals
@@ -162,9 +161,8 @@ class JoinShell(Sink):
     def _send(self, partition: int, step: Step) -> None:
         produce = self.state.produce
         totals = self.totals
-        for record, value in zip(step.records, step.values, strict=True):
-            produce(topic=self.rewards_topic, value=value, key=reward_record_key(
-                record.org_id, record.trajectory_id, record.spec_version))
+        for key, value in zip(step.keys, step.values, strict=True):
+            produce(topic=self.rewards_topic, value=value, key=key)
         for late in step.late:
             produce(topic=self.late_topic, value=late.raw, key=late.key.encode(),
                     headers=[(LATE_HEADER, b"expired" if late.expired else b"final")])
@@ -180,7 +178,7 @@ class JoinShell(Sink):
             produce(topic=topic, value=value, key=key, headers=headers)
             log.warning("%s quarantined %s/%d/%d: %s", CONSUMER_NAME, self.source_topic,
                         partition, unusable.offset, unusable.reason)
-        totals.records += len(step.records)
+        totals.records += len(step.values)
         totals.quarantined += len(step.quarantined)
 
     # ---------------------------------------------------------------------------- checkpoint
