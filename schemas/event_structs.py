@@ -19,14 +19,15 @@ The event id is kept as the text ``str(uuid)`` would write, so the fact takes it
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, NamedTuple
 
 import msgspec
 from msgspec import Meta
 
 from schemas import bounds as b
 
-__all__ = ["StoredEvent", "decode_stored_event"]
+__all__ = ["Decoded", "StoredEvent", "decode_stored_event", "encode_event", "respelled",
+           "rfc3339"]
 
 Identifier = Annotated[str, Meta(min_length=1, max_length=b.IDENTIFIER_MAX_CHARS)]
 Milliseconds = Annotated[float, Meta(ge=0, le=b.MAX_DURATION_MS)]
@@ -38,14 +39,10 @@ SkewMs = Annotated[int, Meta(ge=-b.MAX_CLOCK_SKEW_MS, le=b.MAX_CLOCK_SKEW_MS)]
 ToolName = Annotated[str, Meta(pattern=r"^[A-Za-z0-9_-]{1,64}\Z")]
 PromptText = Annotated[str, Meta(max_length=b.PROMPT_TEXT_MAX_BYTES)]
 CompletionText = Annotated[str, Meta(max_length=b.COMPLETION_TEXT_MAX_BYTES)]
-# A timestamp whose range alone matters: msgspec's own parsing. It rounds a fraction beyond
-# microseconds where the models truncate, so the range is checked with the lower end excluded
-# (an instant rounded up onto it could be one truncated below it).
-Timestamp = Annotated[datetime, Meta(tz=True)]
-# The event time, which the fact keeps to the millisecond: RFC 3339 as ingest writes it, at most
-# six fraction digits (ASCII digits only: "\d" would take any script's), parsed by Python as
-# the models parse it.
-EventTime = Annotated[str, Meta(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+# RFC 3339 with at most six fraction digits (ASCII digits only: "\d" would take any script's),
+# parsed by Python, which reads it as the models do. msgspec's own datetimes round a fraction
+# beyond microseconds where the models truncate it.
+Timestamp = Annotated[str, Meta(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
                                         r"(?:\.[0-9]{1,6})?(?:Z|[+-][0-9]{2}:[0-9]{2})\Z")]
 # A UUIDv7 of the RFC 9562 variant, spelled as ``str(uuid)`` spells it: the fact's event id.
 EventId = Annotated[str, Meta(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}"
@@ -145,7 +142,7 @@ class _Envelope(_Strict, tag_field="type", kw_only=True):
     occurred_at: Timestamp
     sent_at: Timestamp
     received_at: Timestamp | None = None
-    event_time: EventTime | None = None
+    event_time: Timestamp | None = None
     clock_skew_ms: SkewMs | None = None
 
 
@@ -194,31 +191,37 @@ StoredEvent = (CompletionServed | ToolCalled | EditProposed | EditDecided | Edit
 _DECODER = msgspec.json.Decoder(StoredEvent)
 
 
-def _event_time(text: str | None) -> datetime | None | Literal[False]:
-    """The event time's instant, None for none, False when the models would refuse it."""
-    if text is None:
-        return None
+class Decoded(NamedTuple):
+    """An event the structs accepted, and the instants of its timestamps."""
+
+    event: StoredEvent
+    occurred_at: datetime
+    sent_at: datetime
+    received_at: datetime | None
+    event_time: datetime | None
+
+
+def _instant(text: str) -> datetime | None:
+    """The instant of a timestamp, None when the models would refuse it."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        return False
-    return moment if b.EARLIEST_TIME <= moment < b.LATEST_TIME else False
+        return None
+    return moment if b.EARLIEST_TIME <= moment < b.LATEST_TIME else None
 
 
-def _within(moment: datetime | None) -> bool:
-    return moment is None or b.EARLIEST_TIME < moment < b.LATEST_TIME
-
-
-def decode_stored_event(raw: bytes | str) -> tuple[StoredEvent, datetime | None] | None:
-    """The event of ``raw`` and its ``event_time`` when the structs accept it, None when they
-    do not (the models then give the answer: an event or the field at fault)."""
+def decode_stored_event(raw: bytes | str) -> Decoded | None:
+    """The event of ``raw`` when the structs accept it, None when they do not (the models
+    then give the answer: an event or the field at fault)."""
     try:
         event = _DECODER.decode(raw)
     except (msgspec.DecodeError, RecursionError):
         return None
-    event_time = _event_time(event.event_time)
-    if (event_time is False or not _within(event.occurred_at) or not _within(event.sent_at)
-            or not _within(event.received_at)):
+    occurred_at, sent_at = _instant(event.occurred_at), _instant(event.sent_at)
+    received_at = None if event.received_at is None else _instant(event.received_at)
+    event_time = None if event.event_time is None else _instant(event.event_time)
+    if (occurred_at is None or sent_at is None or (received_at is None) != (
+            event.received_at is None) or (event_time is None) != (event.event_time is None)):
         return None
     payload = event.payload
     if isinstance(payload, CompletionServedPayload):
@@ -227,4 +230,34 @@ def decode_stored_event(raw: bytes | str) -> tuple[StoredEvent, datetime | None]
     elif (isinstance(payload, ToolCalledPayload) and not payload.valid
           and payload.error_kind is None):
         return None
-    return event, event_time
+    return Decoded(event, occurred_at, sent_at, received_at, event_time)
+
+
+def rfc3339(moment: datetime) -> str:
+    """An aware instant as pydantic writes it: microseconds when there are any, ``Z`` for UTC."""
+    text = moment.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def respelled(text: str, moment: datetime) -> str:
+    """A timestamp the structs accepted (``text``, the instant ``moment``) as pydantic writes
+    it: ``text`` itself when it already is (the SDKs' UTC spelling, which is kept as it came:
+    formatting an instant costs a microsecond), else :func:`rfc3339`."""
+    # The pattern leaves one form of each length ending in "Z": no fraction, or six digits.
+    if text[-1] == "Z" and (len(text) == 20 or (len(text) == 27 and text[-7:] != "000000Z")):
+        return text
+    return rfc3339(moment)
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def encode_event(event: StoredEvent) -> bytes:
+    """The event's JSON, byte for byte what :func:`schemas.events.dump_event` writes of the
+    same event when its timestamps are spelled by :func:`rfc3339`: the envelope's fields in
+    their order, then ``type`` and the payload (msgspec would write its tag first)."""
+    fields = msgspec.structs.asdict(event)
+    payload = fields.pop("payload")
+    fields["type"] = event.type
+    fields["payload"] = payload
+    return _ENCODER.encode(fields)

@@ -41,7 +41,7 @@ from typing import Any
 
 from infra.errors import ConfigError
 from schemas import bounds as b
-from schemas.events import TEXT_FIELDS, CompletionServedPayload
+from schemas.events import TEXT_FIELDS
 
 __all__ = ["POLICY_FILE_ENV", "REDACTED", "OrgText", "TextPolicy", "load_text_policy"]
 
@@ -100,14 +100,15 @@ class TextPolicy:
         return {"prompt_text": cut_prompt, "completion_text": cut_completion,
                 "text_truncated": cut_prompt != prompt or cut_completion != completion}
 
-    def apply(self, org_id: str,
-              payload: CompletionServedPayload) -> CompletionServedPayload:
-        """A payload a client sent, as the policy lets it be stored."""
-        if payload.prompt_text is None and payload.completion_text is None:
-            return payload
-        fields = self.text_fields(org_id, payload.prompt_text, payload.completion_text)
-        fields["text_truncated"] = fields["text_truncated"] or payload.text_truncated
-        return payload.model_copy(update=fields)
+    def stored_text(self, org_id: str, prompt: str | None, completion: str | None,
+                    truncated: bool) -> dict[str, Any] | None:
+        """The text fields a client's ``completion.served`` is stored with, or None when it
+        sent no text (the payload is stored as it came)."""
+        if prompt is None and completion is None:
+            return None
+        fields = self.text_fields(org_id, prompt, completion)
+        fields["text_truncated"] = fields["text_truncated"] or truncated
+        return fields
 
     def scrub_raw(self, org_id: str, raw: bytes) -> bytes:
         """A refused event's bytes as the dead-letter topic may keep them: its text fields left

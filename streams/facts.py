@@ -176,7 +176,6 @@ def fact_from_json(raw: bytes | str | None, offset: int) -> Fact:
     models name the field at fault, or accept what the structs are stricter about)."""
     fast = None if raw is None else decode_stored_event(raw)
     if fast is not None:
-        event, event_time = fast
-        return _fact(event, _time_ms(event, event_time), offset)
+        return _fact(fast.event, _time_ms(fast.event, fast.event_time), offset)
     model = _parsed(raw)
     return _fact(model, _time_ms(model, model.event_time), offset)

@@ -13,14 +13,25 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from uuid import UUID
 
 import jiter
-from pydantic import ValidationError
+import msgspec
+from pydantic import BaseModel, ValidationError
 
 from schemas.bounds import control_character_problem
-from schemas.event_time import DEFAULT_MAX_FUTURE, ReceiptClock
+from schemas.event_structs import (
+    CompletionServedPayload,
+    Decoded,
+    StoredEvent,
+    decode_stored_event,
+    encode_event,
+    respelled,
+    rfc3339,
+)
+from schemas.event_time import DEFAULT_MAX_FUTURE, DerivedTime, ReceiptClock
 from schemas.events import (
+    EVENT_MODELS,
+    SCHEMA_VERSION,
     TEXT_FIELDS,
     CompletionServed,
     Event,
@@ -54,6 +65,19 @@ _REASON_MAX_CHARS = 1000
 _ENVELOPE_IDS = ("trajectory_id", "session_id", "user", "checkpoint_id", "arm")
 
 
+def _payload_names(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """(name, path) of the payload fields of an event type that may hold a name or an id, in
+    the schema's order. Text (prompts, completions) may hold line breaks; its schema refuses
+    other controls."""
+    payload = model.model_fields["payload"].annotation
+    assert isinstance(payload, type) and issubclass(payload, BaseModel)
+    return tuple((name, f"payload.{name}") for name in payload.model_fields
+                 if name not in TEXT_FIELDS)
+
+
+_PAYLOAD_NAMES = {kind: _payload_names(model) for kind, model in EVENT_MODELS.items()}
+
+
 @dataclass(frozen=True)
 class EventRules:
     """What an event must satisfy beyond its schema, and how its time is derived."""
@@ -69,15 +93,12 @@ class EventRules:
 @dataclass(frozen=True, slots=True)
 class Accepted:
     index: int
-    event_id: UUID
+    event_id: str  # as ``str(uuid)`` spells it
     trajectory_id: str
     stored: bytes  # the envelope as appended to events.raw, ingest fields set
     org_id: str
-
-    @property
-    def dedupe_key(self) -> tuple[str, int]:
-        """Another org's event with the same id is another event."""
-        return self.org_id, self.event_id.int
+    # (org, the id's 128 bits): another org's event with the same id is another event
+    dedupe_key: tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +152,7 @@ class _Receipt:
     earliest: datetime  # client timestamps before this are too old
     latest: datetime  # ... and after this too far ahead
     producer: str
+    received_text: str  # the receipt as the stored events spell it
 
     @classmethod
     def at(cls, received_at: datetime, key: ApiKey, pseudonym: Callable[[str, str], str],
@@ -138,15 +160,15 @@ class _Receipt:
         return cls(key, pseudonym, rules,
                    ReceiptClock(received_at, rules.max_future, rules.max_age + rules.max_ahead),
                    received_at - rules.max_age, received_at + rules.max_ahead,
-                   f"ingest:{key.name}")
+                   f"ingest:{key.name}", rfc3339(received_at))
 
 
-def _outside_window(event: Event, receipt: _Receipt) -> tuple[str, str] | None:
+def _outside_window(occurred_at: datetime, sent_at: datetime,
+                    receipt: _Receipt) -> tuple[str, str] | None:
     """(field, why) when a client timestamp is too far from the server clock, naming the time as
     the client wrote it; None when fine."""
     received_at, rules = receipt.clock.received_at, receipt.rules
-    for name in ("occurred_at", "sent_at"):
-        value: datetime = getattr(event, name)
+    for name, value in (("occurred_at", occurred_at), ("sent_at", sent_at)):
         if value < receipt.earliest:
             return name, (f"{name}: {value.isoformat()} is more than {_span(rules.max_age)} "
                           f"before the server clock ({received_at.isoformat()}); the client's "
@@ -158,16 +180,17 @@ def _outside_window(event: Event, receipt: _Receipt) -> tuple[str, str] | None:
     return None
 
 
-def _control_character(event: Event) -> tuple[str, str] | None:
+def _control_character(event: Event | StoredEvent) -> tuple[str, str] | None:
     """(field, why) for the first id or name holding a control character (a NUL in a
     trajectory id would reach reward keys and file names); None when all are printable."""
-    named = [(name, getattr(event, name)) for name in _ENVELOPE_IDS]
-    # Text (prompts, completions) may hold line breaks; its schema refuses other controls.
-    named += [(f"payload.{name}", value) for name, value in event.payload
-              if isinstance(value, str) and name not in TEXT_FIELDS]
-    for name, value in named:
-        if (problem := control_character_problem(value)) is not None:
+    for name in _ENVELOPE_IDS:
+        if (problem := control_character_problem(getattr(event, name))) is not None:
             return name, f"{name}: {problem}"
+    payload = event.payload
+    for name, label in _PAYLOAD_NAMES[event.type]:
+        value = getattr(payload, name)
+        if isinstance(value, str) and (problem := control_character_problem(value)) is not None:
+            return label, f"{label}: {problem}"
     return None
 
 
@@ -181,38 +204,75 @@ def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
     if problem is not None:
         field = problem.field or "(event)"
         return _rejected(index, raw, "malformed_json", field, f"{field}: {problem.reason}")
-    try:
-        event = parse_event(raw)
-    except ValidationError as exc:
-        field, message = first_error(exc)
-        field = _clip(field, _FIELD_MAX_CHARS)  # an unknown key's name may be a megabyte long
-        return _rejected(index, raw, "schema_violation", field, f"{field}: {message}")
+    fast = decode_stored_event(raw)
+    event: Event | StoredEvent
+    if fast is not None:  # the structs accept it: the models would too, and read it alike
+        event, occurred_at, sent_at = fast.event, fast.occurred_at, fast.sent_at
+    else:
+        try:
+            event = parse_event(raw)
+        except ValidationError as exc:
+            field, message = first_error(exc)
+            field = _clip(field, _FIELD_MAX_CHARS)  # an unknown key's name may be a megabyte
+            return _rejected(index, raw, "schema_violation", field, f"{field}: {message}")
+        occurred_at, sent_at = event.occurred_at, event.sent_at
+    event_id = str(event.event_id)
     if (unprintable := _control_character(event)) is not None:
-        return _rejected(index, raw, "schema_violation", *unprintable, str(event.event_id))
+        return _rejected(index, raw, "schema_violation", *unprintable, event_id)
     if not key.allows(event.type):
         return _rejected(index, raw, "type_not_allowed", "type",
                          f"type: API key {key.name!r} may not send {event.type!r} events",
-                         str(event.event_id))
-    # The parsed times carry pydantic's own tzinfo, whose utcoffset() every comparison with
-    # another zone calls again (about a microsecond each): converted once, the window and the
-    # event time cost plain comparisons.
-    occurred_at, sent_at = event.occurred_at.astimezone(UTC), event.sent_at.astimezone(UTC)
+                         event_id)
+    # Converted once, the window and the event time cost plain comparisons (pydantic's own
+    # tzinfo makes every comparison with another zone call utcoffset() again).
+    occurred_utc, sent_utc = occurred_at.astimezone(UTC), sent_at.astimezone(UTC)
     earliest, latest = receipt.earliest, receipt.latest
-    if not (earliest <= occurred_at <= latest and earliest <= sent_at <= latest):
-        late_or_early = _outside_window(event, receipt)
+    if not (earliest <= occurred_utc <= latest and earliest <= sent_utc <= latest):
+        late_or_early = _outside_window(occurred_at, sent_at, receipt)
         if late_or_early is not None:
-            return _rejected(index, raw, "time_out_of_window", *late_or_early,
-                             str(event.event_id))
-    derived = receipt.clock.derive(occurred_at, sent_at)
+            return _rejected(index, raw, "time_out_of_window", *late_or_early, event_id)
+    derived = receipt.clock.derive(occurred_utc, sent_utc)
+    user = receipt.pseudonym(key.org_id, event.user)
+    if fast is not None:
+        stored = _stored_struct(fast, receipt, user, derived)
+    else:
+        assert not isinstance(event, StoredEvent)
+        stored = _stored_model(event, receipt, user, derived)
+    return Accepted(index, event_id, event.trajectory_id, stored, key.org_id,
+                    (key.org_id, int(event_id.replace("-", ""), 16)))
+
+
+def _stored_model(event: Event, receipt: _Receipt, user: str, derived: DerivedTime) -> bytes:
+    """The envelope to append, from the event the models read."""
     if isinstance(event, CompletionServed):
-        event = event.model_copy(
-            update={"payload": rules.text_policy.apply(key.org_id, event.payload)})
-    stored = with_ingest_fields(
-        event, org_id=key.org_id, user=receipt.pseudonym(key.org_id, event.user),
-        received_at=receipt.clock.received_at, event_time=derived.event_time,
-        clock_skew_ms=derived.clock_skew_ms, producer=receipt.producer,
-    )
-    return Accepted(index, event.event_id, event.trajectory_id, dump_event(stored), key.org_id)
+        p = event.payload
+        text = receipt.rules.text_policy.stored_text(receipt.key.org_id, p.prompt_text,
+                                                     p.completion_text, p.text_truncated)
+        if text is not None:
+            event = event.model_copy(update={"payload": p.model_copy(update=text)})
+    return dump_event(with_ingest_fields(
+        event, org_id=receipt.key.org_id, user=user, received_at=receipt.clock.received_at,
+        event_time=derived.event_time, clock_skew_ms=derived.clock_skew_ms,
+        producer=receipt.producer))
+
+
+def _stored_struct(fast: Decoded, receipt: _Receipt, user: str, derived: DerivedTime) -> bytes:
+    """The envelope to append, from the event the structs read: the bytes :func:`_stored_model`
+    writes of the same event."""
+    event = fast.event
+    payload = event.payload
+    if isinstance(payload, CompletionServedPayload):
+        text = receipt.rules.text_policy.stored_text(receipt.key.org_id, payload.prompt_text,
+                                                     payload.completion_text,
+                                                     payload.text_truncated)
+        if text is not None:
+            payload = msgspec.structs.replace(payload, **text)
+    return encode_event(msgspec.structs.replace(
+        event, payload=payload, schema_version=SCHEMA_VERSION, org_id=receipt.key.org_id,
+        user=user, occurred_at=respelled(event.occurred_at, fast.occurred_at),
+        sent_at=respelled(event.sent_at, fast.sent_at),
+        received_at=receipt.received_text, event_time=rfc3339(derived.event_time),
+        clock_skew_ms=derived.clock_skew_ms, producer=receipt.producer))
 
 
 def _judge_or_dead_letter(index: int, raw: bytes, receipt: _Receipt) -> Verdict:

@@ -32,7 +32,8 @@ def _accepted(trajectories: int, padding: int = 0) -> list[Accepted]:
     for t in range(trajectories):
         for event in sample_trajectory(f"traj-{t}-{uuid.uuid4().hex[:6]}"):
             stored = EventAdapter.dump_json(event)[:-1] + b', "pad": "' + b"x" * padding + b'"}'
-            out.append(Accepted(len(out), event.event_id, event.trajectory_id, stored, "org-a"))
+            out.append(Accepted(len(out), str(event.event_id), event.trajectory_id, stored,
+                                "org-a", ("org-a", event.event_id.int)))
     return out
 
 
