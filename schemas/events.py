@@ -4,8 +4,9 @@ pydantic v2 defines the events because FastAPI speaks it natively (request valid
 accurate OpenAPI document come from the same models), its errors carry the full field path
 (``payload.behaviour_logprobs.3``), and its JSON Schema output is what the compatibility registry
 stores. The hot paths read events with the msgspec structs of ``schemas.event_structs`` first,
-which accept a subset of what these models accept and read it alike. Models are strict (no silent str→int coercion), frozen, and forbid unknown fields, which
-exports as ``additionalProperties: false``.
+which accept a subset of what these models accept and read it alike. Models are strict (no
+silent str→int coercion), frozen, and forbid unknown fields, which exports as
+``additionalProperties: false``.
 
 Every field is bounded (``schemas.bounds``): numbers are finite and inside a stated range,
 strings and arrays have a maximum length, timestamps lie in a sanity range. Version 2 added
