@@ -153,6 +153,15 @@ class _Receipt:
     latest: datetime  # ... and after this too far ahead
     producer: str
     received_text: str  # the receipt as the stored events spell it
+    # The key's org's pseudonym of each user seen in the request: a batch is mostly one
+    # session's events, and each pseudonym is an HMAC.
+    pseudonyms: dict[str, str] = field(default_factory=dict)
+
+    def pseudonym_of(self, user: str) -> str:
+        known = self.pseudonyms.get(user)
+        if known is None:
+            known = self.pseudonyms[user] = self.pseudonym(self.key.org_id, user)
+        return known
 
     @classmethod
     def at(cls, received_at: datetime, key: ApiKey, pseudonym: Callable[[str, str], str],
@@ -232,7 +241,7 @@ def _judge(index: int, raw: bytes, receipt: _Receipt) -> Verdict:
         if late_or_early is not None:
             return _rejected(index, raw, "time_out_of_window", *late_or_early, event_id)
     derived = receipt.clock.derive(occurred_utc, sent_utc)
-    user = receipt.pseudonym(key.org_id, event.user)
+    user = receipt.pseudonym_of(event.user)
     if fast is not None:
         stored = _stored_struct(fast, receipt, user, derived)
     else:
