@@ -34,12 +34,13 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _kept_sums(facts: list[Fact], spec: RewardSpec) -> dict[int, tuple[float, int]]:
+def _kept_sums(facts: list[Fact], spec: RewardSpec,
+               decisions: dict[str, str | None]) -> dict[int, tuple[float, int]]:
     """Per horizon, the surviving fractions of the proposed edits summed, and how many edits
-    count. Rejected and reverted edits count as not kept; an accepted edit whose check is
-    missing carries its last earlier check forward, and without any check it is left out
-    (telemetry loss is not the policy's doing)."""
-    decisions = edit_decisions(facts)
+    count (``decisions``: the facts' :func:`~streams.fold.edit_decisions`). Rejected and
+    reverted edits count as not kept; an accepted edit whose check is missing carries its last
+    earlier check forward, and without any check it is left out (telemetry loss is not the
+    policy's doing)."""
     checks: dict[str, dict[int, float]] = {}
     for fact in facts:
         if fact.type == EDIT_PERSISTENCE:
@@ -60,10 +61,10 @@ def _kept_sums(facts: list[Fact], spec: RewardSpec) -> dict[int, tuple[float, in
     return sums
 
 
-def _kept_fractions(facts: list[Fact], spec: RewardSpec) -> dict[int, float]:
-    """Share of proposed edits surviving at each horizon (see :func:`_kept_sums`)."""
+def _kept_fractions(sums: dict[int, tuple[float, int]]) -> dict[int, float]:
+    """Share of proposed edits surviving at each horizon, from :func:`_kept_sums`."""
     return {horizon: total / counted if counted else 0.0
-            for horizon, (total, counted) in _kept_sums(facts, spec).items()}
+            for horizon, (total, counted) in sums.items()}
 
 
 def _unambiguous(fact: Fact, spec: RewardSpec) -> bool:
@@ -85,7 +86,7 @@ def signals(facts: list[Fact], spec: RewardSpec) -> dict[str, float]:
     by_edit = edit_decisions(facts)
     decisions = list(by_edit.values())
     ended = ended_fact(facts)
-    kept = _kept_fractions(facts, spec)
+    kept = _kept_fractions(_kept_sums(facts, spec, by_edit))
     checked = {(f.data["edit"], f.data["horizon_s"]) for f in by_type.get(EDIT_PERSISTENCE, [])}
     expected = {(edit, h) for edit, decision in by_edit.items() if decision == "accepted"
                 for h in spec.horizons_s}
@@ -194,11 +195,24 @@ def _dissatisfied(facts: list[Fact]) -> int:
     return sum(f.type == FOLLOWUP_SENT and f.data["sentiment"] == "dissatisfied" for f in facts)
 
 
-def _measures(facts: list[Fact], completion: Fact, spec: RewardSpec) -> dict[str, float]:
+class _Own:
+    """What a completion's own facts say of its edits, worked out once for its measures and
+    its labels."""
+
+    __slots__ = ("decisions", "facts", "sums")
+
+    def __init__(self, facts: list[Fact], spec: RewardSpec) -> None:
+        self.facts = facts
+        by_edit = edit_decisions(facts)
+        self.decisions = list(by_edit.values())
+        self.sums = _kept_sums(facts, spec, by_edit)
+
+
+def _measures(own: _Own, completion: Fact, spec: RewardSpec) -> dict[str, float]:
     """A completion's own part of each component's measure (keyed by component): how its
     credit is shared out."""
-    decisions = list(edit_decisions(facts).values())
-    measures = {Component.kept_at(h): total for h, (total, _) in _kept_sums(facts, spec).items()}
+    facts, decisions = own.facts, own.decisions
+    measures = {Component.kept_at(h): total for h, (total, _) in own.sums.items()}
     measures.update({
         Component.ACCEPTED_EDITS: decisions.count("accepted"),
         Component.REJECTED_EDITS: decisions.count("rejected"),
@@ -213,13 +227,13 @@ def _measures(facts: list[Fact], completion: Fact, spec: RewardSpec) -> dict[str
     return measures
 
 
-def _labels(facts: list[Fact], spec: RewardSpec) -> dict[str, Any]:
-    decisions = list(edit_decisions(facts).values())
+def _labels(own: _Own, spec: RewardSpec) -> dict[str, Any]:
+    facts, decisions = own.facts, own.decisions
     return {
         "edits_proposed": len(decisions), "edits_accepted": decisions.count("accepted"),
         "edits_rejected": decisions.count("rejected"),
         "edits_reverted": decisions.count("reverted"),
-        "kept_fraction": _kept_fractions(facts, spec)[spec.max_horizon_s] if decisions else None,
+        "kept_fraction": _kept_fractions(own.sums)[spec.max_horizon_s] if decisions else None,
         "dissatisfied_followups": _dissatisfied(facts),
         "clarifications": sum(f.type == CLARIFICATION_ASKED for f in facts),
     }
@@ -238,18 +252,18 @@ def _samples(facts: list[Fact], spec: RewardSpec,
     turns and the outcome). The credits add up to the total."""
     completions, owned = _owners(facts)
     samples = [_sample(c, turn) for turn, c in enumerate(completions)]
-    measures = [_measures(owned[c.data["cid"]], c, spec) for c in completions]
+    owns = [_Own(owned[c.data["cid"]], spec) for c in completions]
+    measures = [_measures(own, c, spec) for own, c in zip(owns, completions, strict=True)]
     credits = [0.0] * len(completions)
     for name, value in terms.items():
         parts = [m.get(name, 0.0) for m in measures]
         whole = sum(parts)
         for i, part in enumerate(parts):
             credits[i] += value * part / whole if whole > 0 else value / len(parts)
-    for sample, completion, credit in zip(samples, completions, credits, strict=True):
-        own = owned[completion.data["cid"]]
+    for sample, own, credit in zip(samples, owns, credits, strict=True):
         sample["tools_called"] = [{"tool": f.data.get("tool", "unknown"),
                                    "valid": f.data["valid"], "error_kind": f.data["error"]}
-                                  for f in own if f.type == TOOL_CALLED]
+                                  for f in own.facts if f.type == TOOL_CALLED]
         sample["labels"] = _labels(own, spec)
         sample["credit"] = credit + 0.0
     return samples
