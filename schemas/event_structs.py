@@ -19,7 +19,7 @@ The event id is kept as the text ``str(uuid)`` would write, so the fact takes it
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 import msgspec
 from msgspec import Meta
@@ -129,7 +129,6 @@ class TrajectoryEndedPayload(_Strict, kw_only=True):
 
 
 class _Envelope(_Strict, tag_field="type", kw_only=True):
-    type: ClassVar[str]
     event_id: EventId
     schema_version: Literal[1, 2, 3, 4] = 4
     trajectory_id: Identifier
@@ -145,44 +144,41 @@ class _Envelope(_Strict, tag_field="type", kw_only=True):
     event_time: Timestamp | None = None
     clock_skew_ms: SkewMs | None = None
 
+    @property
+    def type(self) -> str:
+        """The event type: the struct's tag, as the models' ``type`` field holds it."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
 
 class CompletionServed(_Envelope, tag="completion.served", kw_only=True):
-    type: ClassVar[str] = "completion.served"
     payload: CompletionServedPayload
 
 
 class ToolCalled(_Envelope, tag="tool.called", kw_only=True):
-    type: ClassVar[str] = "tool.called"
     payload: ToolCalledPayload
 
 
 class EditProposed(_Envelope, tag="edit.proposed", kw_only=True):
-    type: ClassVar[str] = "edit.proposed"
     payload: EditProposedPayload
 
 
 class EditDecided(_Envelope, tag="edit.decided", kw_only=True):
-    type: ClassVar[str] = "edit.decided"
     payload: EditDecidedPayload
 
 
 class EditPersistence(_Envelope, tag="edit.persistence", kw_only=True):
-    type: ClassVar[str] = "edit.persistence"
     payload: EditPersistencePayload
 
 
 class FollowupSent(_Envelope, tag="followup.sent", kw_only=True):
-    type: ClassVar[str] = "followup.sent"
     payload: FollowupSentPayload
 
 
 class ClarificationAsked(_Envelope, tag="clarification.asked", kw_only=True):
-    type: ClassVar[str] = "clarification.asked"
     payload: ClarificationAskedPayload
 
 
 class TrajectoryEnded(_Envelope, tag="trajectory.ended", kw_only=True):
-    type: ClassVar[str] = "trajectory.ended"
     payload: TrajectoryEndedPayload
 
 
