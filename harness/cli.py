@@ -127,8 +127,9 @@ def demo_sweep(
     on it in its first cycle (cycle 2), the false criticals and the warnings, then one line a
     variant. Written to OUT/sweep.json too. A stopped sweep resumes where it was.
 
-    About 6–15 minutes a run on a 2-core machine (the first run of a variant and seed also builds
-    its LoRA). Example: `rewardstream demo-sweep --seeds 5 --out runs/sweep`
+    About 2–6 minutes a run on a 2-core machine, an hour for the default 25 (the first run also
+    builds the demo's policy, ~1.5 min). Example: `rewardstream demo-sweep --seeds 5 --out
+    runs/sweep`
     """
     from harness.demo.sweep import HEALTHY, format_table, run_sweep
 

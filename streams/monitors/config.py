@@ -195,8 +195,10 @@ class MonitorConfig:
 # checkpoint and windows of a minute; a first trial (or a demo) serves a checkpoint minutes of
 # traffic, well under that, so "trial" runs smaller windows and samples, sized so that a variant
 # that lowers a 160-trajectory cycle's mean reward by 0.2 or more fires a critical alert within
-# that cycle while healthy runs fire none (measured: docs/monitors-and-alerts.md). h = 4 bounds a
-# test's false alarms to one per e**4 ≈ 55 windows per key and test; the baseline is taken 1.5
+# that cycle while healthy runs fire none (measured: docs/monitors-and-alerts.md). h = 6 bounds a
+# test's false alarms to one per e**6 ≈ 400 windows per key and test (at h = 4 a third of
+# simulated five-checkpoint healthy runs raised a false critical; the hack variants fire as
+# soon at 6, whose large shifts cross either); the baseline is taken 1.5
 # standard errors towards "no alarm" (a small baseline is itself uncertain, and at an edit rate
 # of 0.99 a few unedited trajectories would otherwise look like a collapse); a critical alert
 # also waits until its own 95% interval excludes every change under a tenth of the test's
@@ -204,7 +206,7 @@ class MonitorConfig:
 # 30 minutes before, so one cycle's traffic is also tested against the cycles before it.
 CONFIG_PROFILES: dict[str, dict[str, Any]] = {
     "production": {},
-    "trial": {"window_s": 10, "grace_s": 2, "threshold": 4.0, "min_baseline_n": 15.0,
+    "trial": {"window_s": 10, "grace_s": 2, "threshold": 6.0, "min_baseline_n": 15.0,
               "min_current_n": 15.0, "baseline_z": 1.5, "critical_margin": 0.1,
               "trailing_gap_s": 120, "trailing_span_s": 1800},
 }
