@@ -188,12 +188,11 @@ _DECODER = msgspec.json.Decoder(StoredEvent)
 
 
 class Decoded(NamedTuple):
-    """An event the structs accepted, and the instants of its timestamps."""
+    """An event the structs accepted, and the instants of the timestamps its readers use."""
 
     event: StoredEvent
     occurred_at: datetime
     sent_at: datetime
-    received_at: datetime | None
     event_time: datetime | None
 
 
@@ -226,7 +225,7 @@ def decode_stored_event(raw: bytes | str) -> Decoded | None:
     elif (isinstance(payload, ToolCalledPayload) and not payload.valid
           and payload.error_kind is None):
         return None
-    return Decoded(event, occurred_at, sent_at, received_at, event_time)
+    return Decoded(event, occurred_at, sent_at, event_time)
 
 
 def rfc3339(moment: datetime) -> str:
